@@ -1,0 +1,181 @@
+"""The ``the-loop`` command: a thin click group whose commands are imported only when they run.
+
+Core commands are listed in :data:`CORE_COMMANDS` by import string; plugin commands come from
+``loop_register_commands`` the same way. ``--help`` therefore imports click and the plugin modules' hook
+declarations, never a command body or a client library. Nothing here reads the config: commands do, when they run.
+
+Exit codes: 0 success · 1 ran, and the answer is negative · 2 could not run (bad arguments, config, ref, path).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from the_loop import __version__
+
+# name → (import target, one-line help); nested dicts are groups of their own.
+CORE_COMMANDS: dict[str, Any] = {
+    "start": (
+        "the_loop.cli.start:start",
+        "Start every enabled service (receiver, poller, listeners) detached.",
+    ),
+    "stop": ("the_loop.cli.stop:stop", "Stop every running service."),
+    "status": ("the_loop.cli.status:status", "Show which services run; exit 0 iff every enabled one does."),
+    "restart": ("the_loop.cli.restart:restart", "Stop, then start, every service."),
+    "events": ("the_loop.cli.events:events", "Query the decision log (events.jsonl)."),
+    "plugins": ("the_loop.cli.plugins:plugins", "List installed plugins and what each provides."),
+    "init": ("the_loop.cli.init:init", "Write a commented starter cli-config.yaml."),
+    "migrate-config": ("the_loop.cli.migrate_config:migrate_config", "Rewrite retired config keys in place."),
+    "config": {
+        "_help": "Check or show the configuration.",
+        "validate": (
+            "the_loop.cli.config:validate",
+            "Check the config; exit 2 on an error, 1 on unknown keys.",
+        ),
+        "show": ("the_loop.cli.config:show", "Print the effective config (defaults filled in, no secrets)."),
+    },
+    "state": {
+        "_help": "Inspect the state directory.",
+        "gitignore": ("the_loop.cli.state:gitignore", "Print the .gitignore block for the state root."),
+        "paths": ("the_loop.cli.state:paths", "List every generated path: portable or local, and why."),
+    },
+    "daemon": {
+        "_help": "Run one service in the foreground (what `start` spawns; the systemd/cron form).",
+        "run": ("the_loop.cli.daemon:run", "Run SERVICE in this process until SIGTERM/SIGINT."),
+    },
+    "channels": {"_help": "Conversation channels (commands come from channel plugins)."},
+}
+
+
+def _plugin_commands(parent: str | None) -> dict[str, tuple[str, str]]:
+    from the_loop.plugins import get_host
+
+    host = get_host()
+    found: dict[str, tuple[str, str]] = {}
+    for plugin_name, spec in host.commands():
+        if spec.parent != parent:
+            continue
+        core = CORE_COMMANDS if parent is None else CORE_COMMANDS.get(parent, {})
+        if spec.name in core or spec.name in found:
+            print(
+                f"warning: plugin {plugin_name} ({host.infos[plugin_name].distribution}) command {spec.name!r} "
+                "clashes with an existing command (the-loop-core wins)",
+                file=sys.stderr,
+            )
+            continue
+        found[spec.name] = (spec.target, spec.help)
+    return found
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are import strings, loaded on use."""
+
+    def __init__(self, *args: Any, lazy: dict[str, Any], path: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = {name: value for name, value in lazy.items() if not name.startswith("_")}
+        self.path = path
+
+    def _entries(self, include_plugins: bool) -> dict[str, Any]:
+        entries = dict(self.lazy)
+        if include_plugins:
+            entries.update(_plugin_commands(self.path))
+        return entries
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._entries(include_plugins=True))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = self.lazy.get(name)
+        if entry is None:
+            entry = _plugin_commands(self.path).get(name)
+        if entry is None:
+            return None
+        if isinstance(entry, dict):
+            return LazyGroup(name=name, help=entry.get("_help"), lazy=entry, path=name)
+        import importlib
+
+        module, _, attr = entry[0].partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name, entry in sorted(self._entries(include_plugins=True).items()):
+            rows.append((name, entry.get("_help", "") if isinstance(entry, dict) else entry[1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"the-loop {__version__}")
+        ctx.exit(0)
+
+
+@click.group(cls=LazyGroup, lazy=CORE_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    metavar="PATH",
+    help="Config file (default: $THE_LOOP_CLI_CONFIG, ./.the-loop/cli-config.yaml, ~/.the-loop/cli-config.yaml).",
+)
+@click.option("--debug", is_flag=True, help="Show a traceback when a command fails unexpectedly.")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
+    """the-loop: ticket activity in, live AI coding-agent sessions in tmux out."""
+    from the_loop.cli._app import AppContext
+
+    ctx.obj = AppContext(config_flag=config_path, debug=debug)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry: runs the CLI, maps known failures to ``error:`` + exit 2, exits quietly on a
+    closed pipe."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="the-loop", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
+    except BrokenPipeError:
+        _quiet_pipe()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        from the_loop.cli._app import describe_error
+
+        known = describe_error(exc)
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"error: {known or f'unexpected {type(exc).__name__}: {exc}'}", err=True)
+        sys.exit(2)
+    sys.exit(0)
+
+
+def _quiet_pipe() -> None:
+    # The reader went away (`| head`): point stdout at /dev/null so the interpreter's final flush is silent.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)

@@ -1,0 +1,79 @@
+"""What every command shares: the lazily loaded config and plugin host, output helpers, error mapping."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from the_loop.config import ConfigRef, LoadedConfig
+    from the_loop.plugins import PluginHost
+
+
+@dataclass
+class AppContext:
+    config_flag: str | None = None
+    debug: bool = False
+    _config: LoadedConfig | None = field(default=None, repr=False)
+
+    @property
+    def host(self) -> PluginHost:
+        from the_loop.plugins import get_host
+
+        return get_host()
+
+    def config_ref(self) -> ConfigRef:
+        from the_loop.config import resolve_config_path
+
+        return resolve_config_path(self.config_flag)
+
+    def config(self, *, source: str = "cli", warn: bool = True) -> LoadedConfig:
+        """Load (once) the config with every plugin section, print its warnings, and point the event log."""
+        if self._config is None:
+            from the_loop import events
+            from the_loop.config import load_config, print_warnings
+
+            self._config = load_config(self.config_flag, self.host)
+            if warn:
+                print_warnings(self._config)
+            core = self._config.core
+            events.configure(self._config.state.events_path, source, enabled=core.event_log.enabled)
+        return self._config
+
+
+def app(ctx: click.Context) -> AppContext:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, AppContext)
+    return obj
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def describe_error(exc: BaseException) -> str | None:
+    """The one-line message for a known failure, or None for an unexpected one."""
+    from the_loop.config import ConfigError
+    from the_loop.refs import RefError
+    from the_loop.state import StateError
+
+    if isinstance(exc, (ConfigError, StateError, RefError)):
+        return str(exc)
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or exc}"
+    return None
+
+
+FORMAT_OPTION = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format; json prints one document on stdout.",
+)

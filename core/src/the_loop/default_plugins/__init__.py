@@ -1,0 +1,1 @@
+"""Core's own hook implementations, registered before any installed plugin."""

@@ -1,0 +1,105 @@
+"""Core as a plugin: its event types, state paths, record attributes and services."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from the_loop import hookimpl
+from the_loop.interfaces import Attribute, EventType, GeneratedPath, PollSource, ServiceSpec
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+
+
+@hookimpl
+def loop_event_types() -> list[EventType]:
+    from the_loop.events import CORE_EVENT_TYPES
+
+    return list(CORE_EVENT_TYPES)
+
+
+@hookimpl
+def loop_state_paths() -> list[GeneratedPath]:
+    from the_loop.state import GENERATED_PATHS
+
+    return list(GENERATED_PATHS)
+
+
+@hookimpl
+def loop_record_attributes() -> list[Attribute]:
+    from the_loop.state import ATTRIBUTES
+
+    return list(ATTRIBUTES)
+
+
+def harness_problems(config: LoadedConfig) -> list[str]:
+    """Decision 8: a routing service needs ``routing.defaultHarness`` to name an installed tmux-hostable adapter."""
+    from the_loop.plugins import get_host
+
+    name = config.core.routing.default_harness
+    adapters = get_host().harnesses()
+    adapter = adapters.get(name)
+    if adapter is None:
+        installed = ", ".join(sorted(adapters)) or "none"
+        return [f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed})"]
+    if not adapter.capabilities.tmux_hostable:
+        return [f"routing.defaultHarness: {name!r} cannot be hosted in tmux (it has no pre-assignable session id)"]
+    return []
+
+
+def _routing_problems(config: LoadedConfig) -> list[str]:
+    return harness_problems(config) if config.core.routing.enabled else []
+
+
+def webhook_problems(config: LoadedConfig) -> list[str]:
+    hook = config.core.webhooks.gh_webhook
+    problems = []
+    if not hook.allow_unsigned and not os.environ.get(hook.secret_env):
+        problems.append(
+            f"{hook.secret_env} is not set (webhooks.ghWebhook.secretEnv; unsigned deliveries are refused "
+            "unless webhooks.ghWebhook.allowUnsigned: true)"
+        )
+    return problems + _routing_problems(config)
+
+
+def poller_problems(config: LoadedConfig) -> list[str]:
+    from the_loop.plugins import get_host
+
+    polling = config.core.polling
+    if not polling.sources:
+        return ["polling.sources is empty: name at least one source (provider and scopes)"]
+    installed = {i.name for i in get_host().ingresses(config) if isinstance(i, PollSource)}
+    problems = [
+        f"polling.sources[{index}].provider: {source.provider!r} has no installed poll source "
+        f"(installed: {', '.join(sorted(installed)) or 'none'})"
+        for index, source in enumerate(polling.sources)
+        if source.provider not in installed
+    ]
+    return problems + _routing_problems(config)
+
+
+@hookimpl
+def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
+    layout = config.state
+    core = config.core
+    return [
+        ServiceSpec(
+            name="gh-webhook",
+            enabled=core.webhooks.gh_webhook.enabled,
+            enabled_by="webhooks.ghWebhook.enabled",
+            pidfile=layout.pidfile("gh-webhook"),
+            logfile=layout.logfile("gh-webhook"),
+            run="the_loop.server:run_service",
+            problems=tuple(webhook_problems(config)) if core.webhooks.gh_webhook.enabled else (),
+        ),
+        ServiceSpec(
+            name="poller",
+            enabled=core.polling.enabled,
+            enabled_by="polling.enabled",
+            pidfile=layout.pidfile("poller"),
+            logfile=layout.logfile("poller"),
+            run="the_loop.poller:run_service",
+            problems=tuple(poller_problems(config)) if core.polling.enabled else (),
+        ),
+    ]

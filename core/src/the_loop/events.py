@@ -1,0 +1,224 @@
+"""The event log: ``logs/events.jsonl``, one JSON object per decision, and the catalog of event types.
+
+Each line carries the envelope ``ts``, ``source``, ``event``, ``level``, ``pid`` and the event's own fields (ids,
+never message text or secrets); ``None`` fields are dropped. Lines are appended whole with one ``write`` under an
+``flock`` on the log itself, so concurrent processes never interleave. Writing never raises: a failure warns once
+per process and the operation carries on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from the_loop.interfaces import EventType
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+def _t(name: str, description: str) -> EventType:
+    return EventType(name, description)
+
+
+CORE_EVENT_TYPES: tuple[EventType, ...] = (
+    _t("config.unknown_key", "a config key no core or plugin section claims was ignored"),
+    _t("config.retired_key", "a retired config key refused a start; run the-loop migrate-config"),
+    _t("config.migrated", "migrate-config rewrote retired keys"),
+    _t("state.quarantined", "a state file that did not parse was moved aside before being replaced"),
+    _t("daemon.started", "a service took its lock and started"),
+    _t("daemon.stopped", "a service released its lock and exited"),
+    _t("daemon.blocked", "a service did not start: its lock is held by another process"),
+    _t("daemon.failed", "a service could not start (config, credentials, preflight)"),
+    _t("server.started", "the HTTP server is listening"),
+    _t("server.stopped", "the HTTP server stopped"),
+    _t("server.rejected", "the HTTP server refused a request (size, route, timeout)"),
+    _t("poller.started", "the poller started its cycles"),
+    _t("poller.stopped", "the poller stopped"),
+    _t("poller.blocked", "a poller did not start: another poller holds poll.pid"),
+    _t("poll.cycle", "one poll cycle finished, with its counters"),
+    _t("poll.scope_error", "a poll source failed for one scope"),
+    _t("restart.completed", "the-loop restart ran stop then start"),
+    _t("service.started", "the-loop start reported a service started"),
+    _t("service.stopped", "the-loop stop reported a service stopped"),
+)
+
+SOURCES = ("cli", "gh-webhook", "poller", "poll", "sessions", "service", "channels", "slack-listener")
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.source = "cli"
+        self.enabled = True
+        self.lock = threading.Lock()
+        self.warned = False
+
+
+_log = _Log()
+
+
+def configure(path: Path | None, source: str, *, enabled: bool = True) -> None:
+    """Point this process's log at ``path`` (``None`` turns it off). Until called, :func:`emit` does nothing."""
+    _log.path = path
+    _log.source = source
+    _log.enabled = enabled and path is not None
+
+
+def configured_path() -> Path | None:
+    return _log.path if _log.enabled else None
+
+
+def timestamp(when: float | None = None) -> str:
+    when = time.time() if when is None else when
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when)) + f".{int(when * 1000) % 1000:03d}Z"
+
+
+def emit(event: str, level: str = "info", **fields: Any) -> None:
+    """Append one event line. Never raises."""
+    if not _log.enabled or _log.path is None:
+        return
+    record: dict[str, Any] = {
+        "ts": timestamp(),
+        "source": fields.pop("source", None) or _log.source,
+        "event": event,
+        "level": level if level in LEVELS else "info",
+        "pid": os.getpid(),
+    }
+    record.update((key, value) for key, value in fields.items() if value is not None)
+    line = (json.dumps(record, separators=(",", ":"), default=str, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        with _log.lock:
+            _log.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(_log.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        if not _log.warned:
+            _log.warned = True
+            print(f"warning: cannot write event log {_log.path}: {exc.strerror}", file=sys.stderr)
+
+
+# -------------------------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class EventFilter:
+    types: tuple[str, ...] = ()
+    work_item: str | None = None
+    delivery_id: str | None = None
+    source: str | None = None
+    level: str | None = None
+    since: float | None = None
+
+    def matches(self, record: dict[str, Any]) -> bool:
+        from fnmatch import fnmatchcase
+
+        if self.types and not any(fnmatchcase(str(record.get("event", "")), p) for p in self.types):
+            return False
+        if self.work_item is not None:
+            items = record.get("work_items")
+            if record.get("work_item") != self.work_item and not (isinstance(items, list) and self.work_item in items):
+                return False
+        if self.delivery_id is not None and record.get("delivery_id") != self.delivery_id:
+            return False
+        if self.source is not None and record.get("source") != self.source:
+            return False
+        if self.level is not None:
+            level = record.get("level") if record.get("level") in LEVELS else "info"
+            if LEVELS.index(level) < LEVELS.index(self.level):
+                return False
+        if self.since is not None:
+            when = parse_instant(str(record.get("ts", "")))
+            if when is None or when < self.since:
+                return False
+        return True
+
+
+def parse_instant(text: str) -> float | None:
+    """An ISO-8601 instant (``Z`` or an offset; naive means UTC) as epoch seconds, or None."""
+    from datetime import datetime
+
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``--since``: ``<n>s|m|h|d`` ago, or an ISO-8601 instant. Raises ValueError otherwise."""
+    import re
+
+    now = time.time() if now is None else now
+    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if match:
+        return now - int(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+    instant = parse_instant(text.strip())
+    if instant is None:
+        raise ValueError(f"--since: {text!r} is neither <n>s|m|h|d nor an ISO-8601 time")
+    return instant
+
+
+def parse_line(raw: bytes) -> dict[str, Any] | None:
+    """A stored line as an object, or None for a partial, non-JSON or non-object line."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_events(path: Path, flt: EventFilter, limit: int = 0) -> list[tuple[bytes, dict[str, Any]]]:
+    """The matching records (raw line, parsed), oldest first; the newest ``limit`` when ``limit`` > 0."""
+    from collections import deque
+
+    found: deque[tuple[bytes, dict[str, Any]]] = deque(maxlen=limit or None)
+    try:
+        handle = path.open("rb")
+    except (FileNotFoundError, IsADirectoryError):
+        return []
+    with handle:
+        for raw in handle:
+            record = parse_line(raw)
+            if record is not None and flt.matches(record):
+                found.append((raw.rstrip(b"\n"), record))
+    return list(found)
+
+
+def follow(path: Path, flt: EventFilter, interval: float = 0.2) -> Iterable[tuple[bytes, dict[str, Any]]]:
+    """Yield matching records appended after now; follows truncation and a replaced file."""
+    position = path.stat().st_size if path.exists() else 0
+    inode = path.stat().st_ino if path.exists() else None
+    pending = b""
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            stat = path.stat()
+            if stat.st_ino != inode or stat.st_size < position:
+                inode, position, pending = stat.st_ino, 0, b""
+            if stat.st_size > position:
+                with path.open("rb") as handle:
+                    handle.seek(position)
+                    chunk = handle.read()
+                position += len(chunk)
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    record = parse_line(raw)
+                    if record is not None and flt.matches(record):
+                        yield raw, record
+        time.sleep(interval)

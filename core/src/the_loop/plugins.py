@@ -1,0 +1,250 @@
+"""The plugin host: builds the one plugin manager and is the only code that calls hooks.
+
+Built-in plugins are registered first, then every entry point of group ``the_loop.plugins``. A plugin that fails to
+import is recorded (``the-loop plugins`` shows it) and skipped; it never stops the daemon. Environment switches:
+
+- ``THE_LOOP_DISABLE_PLUGINS=a,b`` blocks plugins by entry-point name;
+- ``THE_LOOP_LOAD_PLUGINS=a,b`` loads only those entry points (``""`` loads none).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from the_loop import __version__, hookspecs
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.interfaces import (
+        Attribute,
+        Channel,
+        CommandSpec,
+        ConfigSection,
+        EventType,
+        GeneratedPath,
+        HarnessAdapter,
+        ServiceSpec,
+        TicketProvider,
+    )
+    from the_loop.lifecycle import Decision, LifecycleContext
+
+ENTRY_POINT_GROUP = "the_loop.plugins"
+DEFAULT_PLUGINS = ("the_loop.default_plugins.core",)
+
+
+class PluginError(Exception):
+    """Two plugins claim one provider name or scheme."""
+
+
+@dataclass
+class PluginInfo:
+    """One plugin as ``the-loop plugins`` shows it."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    builtin: bool
+    error: str = ""
+    contributions: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _env_names(variable: str) -> set[str] | None:
+    value = os.environ.get(variable)
+    if value is None:
+        return None
+    return {part.strip() for part in value.split(",") if part.strip()}
+
+
+class PluginHost:
+    """Typed facade over the pluggy manager. Build it with :meth:`create`; tests pass explicit plugins."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self.infos: dict[str, PluginInfo] = {}
+
+    # -------------------------------------------------------------------------------------------- building
+
+    @classmethod
+    def create(cls, *, load_entrypoints: bool = True, plugins: Iterable[tuple[str, object]] = ()) -> PluginHost:
+        pm = pluggy.PluginManager("the_loop")
+        for spec_class in hookspecs.SPEC_CLASSES:
+            pm.add_hookspecs(spec_class)
+        host = cls(pm)
+        for module_name in DEFAULT_PLUGINS:
+            module = importlib.import_module(module_name)
+            host._register(module, module_name.rsplit(".", 1)[-1], "the-loop-core", __version__, builtin=True)
+        if load_entrypoints:
+            host._load_entrypoints()
+        for name, plugin in plugins:
+            host._register(plugin, name, "(test)", "", builtin=False)
+        pm.check_pending()
+        return host
+
+    def _register(self, plugin: object, name: str, dist: str, version: str, *, builtin: bool) -> None:
+        module = getattr(plugin, "__name__", type(plugin).__name__)
+        info = PluginInfo(name=name, distribution=dist, version=version, module=module, builtin=builtin)
+        if name in self.infos:
+            info.error = f"plugin name {name!r} already registered by {self.infos[name].distribution}"
+            self.infos[f"{name} ({dist})"] = info
+            return
+        self.pm.register(plugin, name=name)
+        self.infos[name] = info
+
+    def _load_entrypoints(self) -> None:
+        from importlib.metadata import entry_points
+
+        blocked = _env_names("THE_LOOP_DISABLE_PLUGINS") or set()
+        allowed = _env_names("THE_LOOP_LOAD_PLUGINS")
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in blocked or (allowed is not None and ep.name not in allowed):
+                continue
+            dist = ep.dist.name if ep.dist else "?"
+            version = ep.dist.version if ep.dist else "?"
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # a broken plugin is reported, never fatal
+                self.infos[ep.name] = PluginInfo(
+                    ep.name, dist, version, ep.value, builtin=False, error=f"{type(exc).__name__}: {exc}"
+                )
+                print(f"warning: plugin {ep.name} ({dist}) failed to load: {exc}", file=sys.stderr)
+                continue
+            self._register(plugin, ep.name, dist, version, builtin=False)
+
+    def unregister(self, name: str) -> None:
+        self.pm.unregister(name=name)
+        self.infos.pop(name, None)
+
+    # ---------------------------------------------------------------------------------------- calling hooks
+
+    def _collect(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call every implementation of a list-returning hook on its own and attribute each item to its plugin.
+
+        Implementations are called in registration order (built-ins first); one that raises is reported on its
+        plugin's info and skipped, so a broken plugin cannot take the others down.
+        """
+        results: list[tuple[str, Any]] = []
+        caller = getattr(self.pm.hook, hook_name)
+        for impl in reversed(caller.get_hookimpls()):  # pluggy keeps them LIFO
+            name = impl.plugin_name
+            try:
+                items = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            except Exception as exc:
+                message = f"{hook_name} raised {type(exc).__name__}: {exc}"
+                if name in self.infos and message not in self.infos[name].error:
+                    self.infos[name].error = "; ".join(filter(None, [self.infos[name].error, message]))
+                print(f"warning: plugin {name}: {message}", file=sys.stderr)
+                continue
+            results.extend((name, item) for item in items or ())
+        return results
+
+    def _note(self, kind: str, pairs: list[tuple[str, Any]], label: Any) -> None:
+        for plugin_name, item in pairs:
+            info = self.infos.get(plugin_name)
+            if info is not None:
+                names = info.contributions.setdefault(kind, [])
+                if label(item) not in names:
+                    names.append(label(item))
+
+    def commands(self) -> list[tuple[str, CommandSpec]]:
+        pairs = self._collect("loop_register_commands")
+        self._note("commands", pairs, lambda c: f"{c.parent} {c.name}" if c.parent else c.name)
+        return pairs
+
+    def config_sections(self) -> list[tuple[str, ConfigSection]]:
+        pairs = self._collect("loop_config_sections")
+        self._note("config sections", pairs, lambda s: s.path)
+        return pairs
+
+    def event_types(self) -> list[EventType]:
+        pairs = self._collect("loop_event_types")
+        self._note("event types", pairs, lambda e: e.name)
+        return [item for _, item in pairs]
+
+    def state_paths(self) -> list[GeneratedPath]:
+        pairs = self._collect("loop_state_paths")
+        return [item for _, item in pairs]
+
+    def record_attributes(self) -> list[Attribute]:
+        return [item for _, item in self._collect("loop_record_attributes")]
+
+    def services(self, config: LoadedConfig) -> list[ServiceSpec]:
+        pairs = self._collect("loop_register_services", config=config)
+        self._note("services", pairs, lambda s: s.name)
+        seen: dict[str, ServiceSpec] = {}
+        for _, spec in pairs:
+            seen.setdefault(spec.name, spec)  # core first: a plugin cannot replace a core service
+        return list(seen.values())
+
+    def ingresses(self, config: LoadedConfig) -> list[Any]:
+        return [item for _, item in self._collect("loop_register_ingresses", config=config)]
+
+    def _named(self, hook_name: str, kind: str, attr: str) -> dict[str, Any]:
+        pairs = self._collect(hook_name)
+        self._note(kind, pairs, lambda cls: getattr(cls, attr))
+        found: dict[str, Any] = {}
+        for plugin_name, cls in pairs:
+            name = getattr(cls, attr)
+            if name in found:
+                raise PluginError(f"{kind} {name!r} is provided twice (again by plugin {plugin_name})")
+            found[name] = cls
+        return found
+
+    def harnesses(self) -> dict[str, type[HarnessAdapter]]:
+        return self._named("loop_register_harnesses", "harnesses", "name")
+
+    def ticket_providers(self) -> dict[str, type[TicketProvider]]:
+        return self._named("loop_register_ticketing", "ticketing", "scheme")
+
+    def channels(self) -> dict[str, type[Channel]]:
+        return self._named("loop_register_channels", "channels", "name")
+
+    def lifecycle(self, point: str, ctx: LifecycleContext) -> list[tuple[str, Decision | Exception]]:
+        """Call each implementation of ``loop_<point>`` on its own; an exception is returned, not raised."""
+        answers: list[tuple[str, Decision | Exception]] = []
+        caller = getattr(self.pm.hook, f"loop_{point}")
+        for impl in reversed(caller.get_hookimpls()):
+            try:
+                answer = impl.function(**{arg: ctx for arg in impl.argnames})
+            except Exception as exc:
+                answers.append((impl.plugin_name, exc))
+                continue
+            if answer is not None:
+                answers.append((impl.plugin_name, answer))
+        return answers
+
+    def describe(self) -> list[PluginInfo]:
+        """Every plugin with everything it contributes (for ``the-loop plugins``)."""
+        self.commands()
+        self.config_sections()
+        self.event_types()
+        for hook_name, kind, attr in (
+            ("loop_register_harnesses", "harnesses", "name"),
+            ("loop_register_ticketing", "ticketing", "scheme"),
+            ("loop_register_channels", "channels", "name"),
+        ):
+            self._note(kind, self._collect(hook_name), lambda cls, attr=attr: getattr(cls, attr))
+        return list(self.infos.values())
+
+
+_host: PluginHost | None = None
+
+
+def get_host() -> PluginHost:
+    """The process-wide host, built on first use (the CLI and daemons); tests build their own."""
+    global _host
+    if _host is None:
+        _host = PluginHost.create()
+    return _host
+
+
+def set_host(host: PluginHost | None) -> None:
+    global _host
+    _host = host

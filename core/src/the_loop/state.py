@@ -1,0 +1,367 @@
+"""State on disk: the layout under ``state.root``, what each path and record key is, and safe file primitives.
+
+Every path core writes is declared once in :data:`GENERATED_PATHS` (plugins add theirs through
+``loop_state_paths``) and every top-level key of a per-work-item record in :data:`ATTRIBUTES`. The ``.gitignore``
+block and the docs table are generated from — and tested against — these declarations.
+
+File rules: JSON writes are atomic (temp file in the same directory, fsync, ``os.replace``, directory fsync);
+every read-modify-write holds an ``flock`` on a sibling lock file under ``local/locks/`` (never inside
+``portable/``); a JSON file that does not parse is reported once, read as "nothing recorded", and moved aside
+as ``<name>.corrupt-<timestamp>`` before the next write replaces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from the_loop.interfaces import Attribute, GeneratedPath
+
+LAYOUT_VERSION = 1
+
+GENERATED_PATHS: tuple[GeneratedPath, ...] = (
+    GeneratedPath(
+        "portable/<slug>.json",
+        True,
+        "one record per work item: control, poll ledger, pull requests, collaborators, channel binding, ended",
+        "facts an authorized human asked for or a provider told us; true on any machine and slow or impossible "
+        "to rebuild",
+    ),
+    GeneratedPath(
+        "portable/index.json",
+        True,
+        "one entry per record: ref, url, file, sections (derived by scanning the directory; nothing reads it)",
+        "lets a person see what is tracked without opening every record; safe to take either side of a conflict",
+    ),
+    GeneratedPath(
+        ".the-loop-state",
+        True,
+        "the layout version of this state root",
+        "a future layout change is detected exactly rather than guessed, on any machine",
+    ),
+    GeneratedPath(
+        "portable/.<name>.<random>.tmp",
+        False,
+        "an atomic write in progress (left behind only by a crash)",
+        "half-written; never meaningful anywhere",
+    ),
+    GeneratedPath(
+        "portable/<name>.corrupt-<timestamp>",
+        False,
+        "a record that did not parse, moved aside before it was replaced",
+        "kept for a person to inspect on this machine; never travels",
+    ),
+    GeneratedPath(
+        ".<name>.<random>.tmp",
+        False,
+        "an atomic write of a root-level file in progress (left behind only by a crash)",
+        "half-written; never meaningful anywhere",
+    ),
+    GeneratedPath(
+        "<name>.corrupt-<timestamp>",
+        False,
+        "a root-level file that did not parse, moved aside before it was replaced",
+        "kept for a person to inspect on this machine; never travels",
+    ),
+    GeneratedPath(
+        "local/locks/<name>.lock",
+        False,
+        "empty flock files: one per record or shared file, held across every read-modify-write",
+        "a lock means something only to processes on this machine",
+    ),
+    GeneratedPath(
+        "logs/events.jsonl",
+        False,
+        "the decision trail: one JSON object per decision, drops with a machine-readable reason",
+        "this machine's audit trail; paths and pids in it name this machine",
+    ),
+    GeneratedPath(
+        "logs/<service>.out",
+        False,
+        "a detached service's stdout and stderr, appended",
+        "this machine's process output",
+    ),
+    GeneratedPath(
+        "<service>.pid",
+        False,
+        "a running service's pid, and its single-instance lock (gh-webhook.pid, poll.pid, slack-listener.pid)",
+        "a pid names a process on this machine only",
+    ),
+    GeneratedPath(
+        "poll-status.json",
+        False,
+        "the poller's heartbeat: startedAt, lastCycleAt, intervalSeconds, the last cycle's counters (no pid)",
+        "describes this machine's poller",
+    ),
+)
+
+ATTRIBUTES: tuple[Attribute, ...] = (
+    Attribute("portable", "ref", "derived", "the work item's identity; the file name is derived from it"),
+    Attribute("portable", "url", "derived", "the work item's page, derived from the ref when it can be"),
+    Attribute("portable", "sealed", "derived", "an upgrade tombstone: the legacy tree must not resurrect it"),
+    Attribute("portable", "control", "operator-ledger", "the last control command an authorized user gave"),
+    Attribute("portable", "poll", "operator-ledger", "what the poller has seen: comments, attempts, spawn ledger"),
+    Attribute("portable", "pullRequests", "operator-ledger", "the poll ledger of each pull request delivering it"),
+    Attribute("portable", "collaborators", "operator-ledger", "who else may speak to this work item"),
+    Attribute("portable", "collaborationChannels", "operator-ledger", "where this work item is worked"),
+    Attribute("portable", "channels", "workspace-entity", "the conversation (thread) opened for this work item"),
+    Attribute("portable", "ended", "operator-ledger", "whether and how the work item ended"),
+    Attribute("portable", "lifecycle", "operator-ledger", "that work_item_start was asked for the current arming"),
+    Attribute("local", "version", "derived", "the record's shape (2)"),
+    Attribute("local", "workItem", "derived", "whose sessions these are"),
+    Attribute("local", "sessions", "machine-handle", "one session per ref: harness, conversation id, cwd, tmux"),
+    Attribute("local", "channels", "machine-handle", "what this machine last read of each thread (cursors)"),
+)
+
+# Which kinds may live in which file: a machine handle must never reach a tracked file.
+ATTRIBUTE_KINDS: dict[str, set[str]] = {
+    "portable": {"workspace-entity", "operator-ledger", "derived"},
+    "local": {"machine-handle", "derived"},
+}
+
+_REGISTRY_NAME = re.compile(r"^[A-Za-z0-9._-]+-\d+\.json$")
+
+
+def is_record_name(name: str) -> bool:
+    """Only ``…-<n>.json`` names are work-item records; anything else in a records directory is ignored."""
+    return bool(_REGISTRY_NAME.match(name))
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """The one resolver of generated paths. Relative overrides resolve against ``root``."""
+
+    root: Path
+    registry_dir: str = ""
+    event_log: str = ""
+    gh_webhook_pidfile: str = ""
+
+    def _under_root(self, value: str, default: str) -> Path:
+        path = Path(value or default).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+    @property
+    def portable_dir(self) -> Path:
+        return self.root / "portable"
+
+    @property
+    def local_dir(self) -> Path:
+        return self._under_root(self.registry_dir, "local")
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "local" / "locks"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def events_path(self) -> Path:
+        return self._under_root(self.event_log, "logs/events.jsonl")
+
+    @property
+    def index_path(self) -> Path:
+        return self.portable_dir / "index.json"
+
+    @property
+    def marker_path(self) -> Path:
+        return self.root / ".the-loop-state"
+
+    @property
+    def poll_status_path(self) -> Path:
+        return self.root / "poll-status.json"
+
+    def portable_record(self, slug: str) -> Path:
+        return self.portable_dir / f"{slug}.json"
+
+    def local_record(self, slug: str) -> Path:
+        return self.local_dir / f"{slug}.json"
+
+    def lock_for(self, name: str) -> Path:
+        return self.locks_dir / f"{name}.lock"
+
+    def pidfile(self, service: str) -> Path:
+        if service == "gh-webhook" and self.gh_webhook_pidfile:
+            return self._under_root(self.gh_webhook_pidfile, "gh-webhook.pid")
+        return self.root / f"{'poll' if service == 'poller' else service}.pid"
+
+    def logfile(self, service: str) -> Path:
+        return self.logs_dir / f"{service}.out"
+
+    def ensure_marker(self) -> None:
+        """Write ``.the-loop-state`` once; a root with a different layout is refused, not guessed at."""
+        found = read_json(self.marker_path)
+        if found is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.marker_path, {"layout": LAYOUT_VERSION}, mode=0o644)
+        elif found.get("layout") != LAYOUT_VERSION:
+            raise StateError(f"{self.marker_path}: layout {found.get('layout')!r} is not {LAYOUT_VERSION}")
+
+
+class StateError(Exception):
+    """A state path that cannot be written; the message names it."""
+
+
+# ------------------------------------------------------------------------------------------- file primitives
+
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half of either."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StateError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise StateError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+    _fsync_dir(path.parent)
+
+
+def dump_json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def atomic_write_json(path: Path, data: Any, *, mode: int = 0o600) -> None:
+    quarantine_if_corrupt(path)
+    atomic_write_bytes(path, dump_json(data), mode=mode)
+
+
+class Corrupt:
+    """Sentinel: the file exists but is not a JSON object."""
+
+
+def load_json(path: Path) -> dict[str, Any] | type[Corrupt] | None:
+    """The JSON object at ``path``; None when absent; :class:`Corrupt` when it does not parse as an object."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        return Corrupt
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return Corrupt
+    return value if isinstance(value, dict) else Corrupt
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Read a JSON object, failing closed: a corrupt file warns once and reads as nothing recorded."""
+    value = load_json(path)
+    if value is Corrupt:
+        warn_once(f"corrupt:{path}", f"skipping unreadable state file {path}: not a JSON object")
+        return None
+    return value  # type: ignore[return-value]
+
+
+def quarantine_if_corrupt(path: Path) -> Path | None:
+    """Move a corrupt file aside as ``<name>.corrupt-<timestamp>`` so a write never silently destroys it."""
+    if load_json(path) is not Corrupt:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
+    try:
+        os.replace(path, target)
+    except OSError as exc:
+        raise StateError(f"cannot move corrupt {path} aside: {exc.strerror}") from None
+    from the_loop import events
+
+    events.emit("state.quarantined", level="warning", path=str(path), moved_to=str(target))
+    print(f"warning: {path} did not parse; moved it aside to {target.name}", file=sys.stderr)
+    return target
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (created empty) for the duration of the block."""
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StateError(f"cannot create lock {lock_path}: {exc.strerror}") from None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                break
+            except OSError as exc:  # EINTR from a signal: try again
+                if exc.errno != errno.EINTR:
+                    raise
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def declared_paths(extra: Iterable[GeneratedPath] = ()) -> list[GeneratedPath]:
+    return [*GENERATED_PATHS, *extra]
+
+
+def _glob(template: str) -> str:
+    pattern = re.sub(r"<[^>]+>", "*", template)
+    while "*.*" in pattern:
+        pattern = pattern.replace("*.*", "*")
+    return pattern
+
+
+def gitignore_block(paths: Iterable[GeneratedPath], root_name: str = ".the-loop") -> str:
+    """The ``.gitignore`` lines that ignore exactly the local paths under ``root_name``."""
+    paths = list(paths)
+    portable_dirs = {p.path.split("/", 1)[0] for p in paths if p.portable and "/" in p.path}
+    lines: list[str] = []
+    for item in paths:
+        if item.portable:
+            continue
+        head, sep, _rest = item.path.partition("/")
+        entry = f"{head}/" if sep and head not in portable_dirs else _glob(item.path)
+        line = f"{root_name}/{entry}"
+        if line not in lines:
+            lines.append(line)
+    header = [
+        f"# the-loop: generated state under state.root (default {root_name}); generated by `the-loop state gitignore`.",
+        f"# Local handles never leave the machine; {root_name}/portable/ travels with the work, so it is tracked.",
+    ]
+    return "\n".join(header + lines) + "\n"

@@ -1,0 +1,1 @@
+"""the-loop-hello: the example plugin from docs/plugins/writing-a-plugin.md."""

@@ -1,0 +1,12 @@
+"""The ``hello`` config section."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from the_loop.config_models import Section
+
+
+class HelloSettings(Section):
+    greeting: str = "hello"
+    times: int = Field(1, ge=1, le=10)

@@ -1,0 +1,1 @@
+"""the-loop-claude: the Claude Code harness adapter for the-loop."""

@@ -1,0 +1,1 @@
+"""the-loop-cursor: the cursor-agent harness adapter for the-loop."""

@@ -1,0 +1,1 @@
+"""the-loop-github: GitHub ingress (webhook, poll) and ticketing for the-loop."""

@@ -1,0 +1,1 @@
+"""the-loop-jira: Jira ticketing and ingress (poll, webhook) for the-loop."""

@@ -1,0 +1,1 @@
+"""the-loop-slack: Slack as the conversation channel of the-loop's work items."""
