@@ -10,7 +10,7 @@ import pluggy
 __all__ = ["__version__", "hookimpl"]
 
 # A constant rather than importlib.metadata: reading distribution metadata costs ~35 ms on every start-up.
-# tests/core/test_packaging.py keeps it equal to core/pyproject.toml's version.
+# tests/test_packaging.py keeps it equal to core/pyproject.toml's version.
 __version__ = "0.1.0"
 
 hookimpl = pluggy.HookimplMarker("the_loop")

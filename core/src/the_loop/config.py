@@ -104,6 +104,7 @@ class LoadedConfig:
     warnings: list[str] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unknown_keys: list[str] = field(default_factory=list)  # key paths no core or plugin section claims
 
     def section(self, path: str) -> Any:
         """A plugin's validated section model (defaults when the key is absent)."""
@@ -156,11 +157,20 @@ def validate_section(model: type[BaseModel], raw: Any, prefix: str, path: Path) 
         raise ConfigError(f"{path}: {key}: {message}") from None
 
 
-def unknown_keys(raw: Any, model: type[BaseModel] | None, prefix: str, claimed: Mapping[str, Any]) -> list[str]:
-    """Every key path in ``raw`` that neither ``model`` nor a claimed plugin section accounts for."""
-    from typing import get_args, get_origin
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold, through unions, lists and dicts."""
+    from typing import get_args
 
     from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
+
+
+def unknown_keys(raw: Any, model: type[BaseModel] | None, prefix: str, claimed: Mapping[str, Any]) -> list[str]:
+    """Every key path in ``raw`` that neither ``model`` nor a claimed plugin section accounts for."""
+    from typing import get_origin
 
     found: list[str] = []
     if not isinstance(raw, Mapping):
@@ -172,21 +182,20 @@ def unknown_keys(raw: Any, model: type[BaseModel] | None, prefix: str, claimed: 
     for key, value in raw.items():
         path = f"{prefix}.{key}" if prefix else str(key)
         if path in claimed:
-            continue  # validated by its plugin's model
-        if key in fields:
+            found.extend(unknown_keys(value, claimed[path], path, claimed))  # a plugin's section, its own model
+        elif key in fields:
             annotation = fields[key]
-            nested = [annotation, *get_args(annotation)]
-            sub = next((t for t in nested if isinstance(t, type) and issubclass(t, BaseModel)), None)
-            if sub is None:
+            models = _models_in(annotation)
+            if not models:
                 continue
-            if isinstance(value, list) and get_origin(annotation) is list:
-                for index, item in enumerate(value):
-                    found.extend(unknown_keys(item, sub, f"{path}[{index}]", claimed))
+            if isinstance(value, list):
+                items: list[tuple[str, Any]] = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
             elif isinstance(value, Mapping) and get_origin(annotation) is dict:
-                for name, item in value.items():
-                    found.extend(unknown_keys(item, sub, f"{path}.{name}", claimed))
+                items = [(f"{path}.{name}", item) for name, item in value.items()]
             else:
-                found.extend(unknown_keys(value, sub, path, claimed))
+                items = [(path, value)]
+            for item_path, item in items:
+                found.extend(unknown_keys(item, models[0], item_path, claimed))
         elif any(c.startswith(path + ".") for c in claimed):
             found.extend(unknown_keys(value, None, path, claimed))  # a namespace holding plugin sections
         else:
@@ -263,7 +272,8 @@ def load_config(
             claimed[section.path] = _import(section.model)
             secrets[section.path] = section.secrets
     sections = {path: validate_section(model, _raw_at(raw, path), path, ref.path) for path, model in claimed.items()}
-    warnings.extend(f"config: unknown key {key}" for key in unknown_keys(raw, CoreConfig, "", claimed))
+    unclaimed = unknown_keys(raw, CoreConfig, "", claimed)
+    warnings.extend(f"config: unknown key {key}" for key in unclaimed)
 
     root = state_root_for(ref.path, core.state.root)
     layout = StateLayout(
@@ -272,7 +282,9 @@ def load_config(
         event_log=core.event_log.path,
         gh_webhook_pidfile=core.webhooks.gh_webhook.pidfile,
     )
-    loaded = LoadedConfig(ref=ref, raw=raw, core=core, state=layout, warnings=warnings, sections=sections)
+    loaded = LoadedConfig(
+        ref=ref, raw=raw, core=core, state=layout, warnings=warnings, sections=sections, unknown_keys=unclaimed
+    )
     loaded.secrets = secrets
     if load_env and core.env.file:
         env_path = Path(core.env.file).expanduser()

@@ -35,6 +35,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("config.retired_key", "a retired config key refused a start; run the-loop migrate-config"),
     _t("config.migrated", "migrate-config rewrote retired keys"),
     _t("state.quarantined", "a state file that did not parse was moved aside before being replaced"),
+    _t("state.index_failed", "portable/index.json could not be rebuilt; the records themselves were written"),
     _t("daemon.started", "a service took its lock and started"),
     _t("daemon.stopped", "a service released its lock and exited"),
     _t("daemon.blocked", "a service did not start: its lock is held by another process"),
@@ -50,6 +51,8 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("restart.completed", "the-loop restart ran stop then start"),
     _t("service.started", "the-loop start reported a service started"),
     _t("service.stopped", "the-loop stop reported a service stopped"),
+    _t("session.reset", "sessions reset removed a work item's session and control state (actor, removed, was_live)"),
+    _t("dispatch.dropped", "an event was not delivered to any session; reason says why"),
 )
 
 SOURCES = ("cli", "gh-webhook", "poller", "poll", "sessions", "service", "channels", "slack-listener")
@@ -201,9 +204,19 @@ def read_events(path: Path, flt: EventFilter, limit: int = 0) -> list[tuple[byte
 
 
 def follow(path: Path, flt: EventFilter, interval: float = 0.2) -> Iterable[tuple[bytes, dict[str, Any]]]:
-    """Yield matching records appended after now; follows truncation and a replaced file."""
-    position = path.stat().st_size if path.exists() else 0
-    inode = path.stat().st_ino if path.exists() else None
+    """Yield matching records appended after this call; follows truncation and a replaced file."""
+    # Take the starting point now, not on the first next(): a line appended in between must not be lost.
+    try:
+        stat = path.stat()
+        position, inode = stat.st_size, stat.st_ino
+    except FileNotFoundError:
+        position, inode = 0, None
+    return _follow(path, flt, interval, position, inode)
+
+
+def _follow(
+    path: Path, flt: EventFilter, interval: float, position: int, inode: int | None
+) -> Iterable[tuple[bytes, dict[str, Any]]]:
     pending = b""
     while True:
         with contextlib.suppress(FileNotFoundError):

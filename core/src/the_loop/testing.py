@@ -11,6 +11,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -168,3 +169,129 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> A
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s: {predicate}")
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def kill_lock_holders(root: Path) -> list[int]:
+    """SIGKILL every process holding a ``*.pid`` lock under ``root`` (test teardown for detached daemons)."""
+    from the_loop import runlock
+
+    killed = []
+    for pidfile in root.glob("*.pid"):
+        pid = runlock.holder(pidfile)
+        if pid > 0 and runlock.is_held(pidfile):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
+def write_plugin_dist(directory: Path, name: str, module_source: str, version: str = "0.1") -> Path:
+    """Make ``directory`` hold a throw-away installed plugin ``name`` (a module plus a ``.dist-info`` with its
+    entry point); put ``directory`` on ``PYTHONPATH`` and the-loop discovers it like any installed plugin."""
+    directory.mkdir(parents=True, exist_ok=True)
+    module = f"{name.replace('-', '_')}_plugin"
+    (directory / f"{module}.py").write_text(textwrap.dedent(module_source), encoding="utf-8")
+    info = directory / f"{name.replace('-', '_')}_plugin-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: {version}\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(f"[the_loop.plugins]\n{name} = {module}\n", encoding="utf-8")
+    return directory
+
+
+def gitignore_ignores(block: str, path: str, *, is_dir: bool = False) -> bool:
+    """Whether a ``.gitignore`` holding ``block`` ignores ``path`` (relative, ``/``-separated), by git's rules as far
+    as generated blocks use them: the last matching pattern wins, ``!`` re-includes, a pattern ending in ``/``
+    matches directories only, one with a ``/`` elsewhere is anchored, ``*`` never crosses ``/``, and nothing under
+    an ignored directory can be re-included."""
+    import re
+
+    rules = []
+    for raw in block.splitlines():
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        line = line.removeprefix("!")
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line
+        pattern = "".join(
+            "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part) for part in re.split(r"([*?])", line)
+        )
+        rules.append((re.compile(pattern.lstrip("/") + r"\Z"), negate, dir_only, anchored))
+
+    def decide(target: str, directory: bool) -> bool:
+        ignored = False
+        for regex, negate, dir_only, anchored in rules:
+            if dir_only and not directory:
+                continue
+            if regex.match(target if anchored else target.rsplit("/", 1)[-1]):
+                ignored = not negate
+        return ignored
+
+    parts = path.strip("/").split("/")
+    if any(decide("/".join(parts[:depth]), True) for depth in range(1, len(parts))):
+        return True
+    return decide("/".join(parts), is_dir)
+
+
+# ------------------------------------------------------------------------------------------- tmux and harness
+
+
+def _real_tmux() -> str:
+    """The installed tmux; skip the test without one, but fail it under CI (a missing tool never turns green)."""
+    import shutil
+
+    path = shutil.which("tmux")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("tmux is not installed (CI=true: a missing tool fails the run)")
+        pytest.skip("tmux is not installed")
+    return path
+
+
+@pytest.fixture
+def tmux_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A :class:`~the_loop.tmux.TmuxRunner` on a private server (``-L the-loop-test-<random>``), killed at teardown."""
+    import secrets
+
+    from the_loop.tmux import TmuxRunner
+
+    real = _real_tmux()
+    for name in ("TMUX", "TMUX_PANE"):  # never reach the tmux the tests may be running in
+        monkeypatch.delenv(name, raising=False)
+    runner = TmuxRunner(socket=f"the-loop-test-{secrets.token_hex(6)}", binary=real)
+    yield runner
+    subprocess.run([real, "-L", runner.socket, "kill-server"], capture_output=True, timeout=10, check=False)
+
+
+@pytest.fixture
+def tmux_shim(tmux_runner: Any, tmp_path: Path) -> Any:
+    """A logging, fault-injecting tmux shim (:class:`~the_loop.tmux_shim.TmuxShim`) in front of the real tmux;
+    ``tmux_shim.runner(timeout=…)`` is a runner that goes through it to ``tmux_runner``'s server."""
+    from the_loop.tmux_shim import TmuxShim
+
+    return TmuxShim.create(tmp_path / "tmux-shim", tmux_runner.binary, socket=tmux_runner.socket)
+
+
+@pytest.fixture
+def fake_harness(tmp_path: Path) -> Any:
+    """A :class:`~the_loop.fake_harness.FakeHarness`: ``.argv(session_id=…, resume=…, prompt=…)`` starts the fake
+    TUI logging to ``tmp_path``; ``.records()``, ``.submitted()``, ``.wait_for_submitted(n)``; ``.another()`` for a
+    second pane with its own log."""
+    from the_loop.fake_harness import FakeHarness
+
+    log = tmp_path / "fake-harness.jsonl"
+    log.touch()
+    return FakeHarness(log)

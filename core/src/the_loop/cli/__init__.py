@@ -88,6 +88,13 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self._entries(include_plugins=True))
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # click turns EPIPE into exit 1; a reader that went away (`| head`) is not a failure.
+            raise _PipeClosed() from None
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         entry = self.lazy.get(name)
         if entry is None:
@@ -108,6 +115,10 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+class _PipeClosed(Exception):
+    """stdout's reader went away."""
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -146,7 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     closed pipe."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="the-loop", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="the-loop", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)  # ctx.exit(n) returns n when click is not in standalone mode
     except click.exceptions.Abort:
         click.echo("Aborted!", err=True)
         sys.exit(1)
@@ -155,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(2 if exc.exit_code == 1 else exc.exit_code)
-    except BrokenPipeError:
+    except (BrokenPipeError, _PipeClosed):
         _quiet_pipe()
     except SystemExit:
         raise

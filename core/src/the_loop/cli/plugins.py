@@ -1,0 +1,71 @@
+"""``the-loop plugins``: every plugin the host found, what it contributes, and any load error.
+
+Services depend on the config, so they are listed only when the config loads; a plugin that failed to import is
+shown with its error rather than hidden.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from the_loop.cli._app import FORMAT_OPTION, app, print_json
+
+if TYPE_CHECKING:
+    from the_loop.plugins import PluginInfo
+
+# The contribution kinds the host records, in the order they are shown.
+KINDS = ("commands", "config sections", "event types", "services", "harnesses", "ticketing", "channels")
+
+
+@click.command()
+@FORMAT_OPTION
+@click.pass_context
+def plugins(ctx: click.Context, output_format: str) -> None:
+    """List installed plugins and what each provides."""
+    from the_loop.config import ConfigError
+
+    context = app(ctx)
+    host = context.host
+    try:
+        host.services(context.config(warn=False))  # records each plugin's services on its info
+    except ConfigError as exc:
+        click.echo(f"warning: services not listed: {exc}", err=True)
+    infos = host.describe()
+
+    if output_format == "json":
+        print_json([_as_json(info) for info in infos])
+        return
+    for info in infos:
+        flags = " [built-in]" if info.builtin else ""
+        click.echo(f"{info.name}  {info.distribution} {info.version}{flags}  ({info.module})")
+        if info.error:
+            click.echo(f"  error: {info.error}")
+        for kind in KINDS:
+            if info.contributions.get(kind):
+                click.echo(f"  {kind}: {', '.join(info.contributions[kind])}")
+        if not any(info.contributions.values()) and not info.error:
+            click.echo("  (contributes nothing yet)")
+    sys.stdout.flush()
+
+
+def _as_json(info: PluginInfo) -> dict[str, Any]:
+    """One plugin as a JSON object: every kind present (empty when it contributes none), camelCase keys."""
+    contributions = {kind: info.contributions.get(kind, []) for kind in KINDS}
+    contributions.update((kind, names) for kind, names in info.contributions.items() if kind not in KINDS)
+    return {
+        "name": info.name,
+        "distribution": info.distribution,
+        "version": info.version,
+        "builtin": info.builtin,
+        "module": info.module,
+        "error": info.error or None,
+        "contributions": {_camel(kind): names for kind, names in contributions.items()},
+    }
+
+
+def _camel(kind: str) -> str:
+    first, *rest = kind.split()
+    return first + "".join(word.capitalize() for word in rest)

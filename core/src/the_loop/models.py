@@ -1,0 +1,77 @@
+"""Shared models: what every ingress turns its input into, and what the dispatcher consumes.
+
+Core never reads a provider payload. A webhook route, a poll source or a channel listener normalizes what it
+receives into an :class:`InboundEvent`; the router resolves it to a work item and the dispatcher delivers a
+:class:`WorkEvent`. The ref grammar, slug and tmux name live in :mod:`the_loop.refs` (kept free of pydantic for the
+CLI's fast paths) and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from the_loop.refs import RefError, WorkItemRef, parse_ref, slug_for, tmux_name
+
+__all__ = [
+    "Actor",
+    "EventKind",
+    "InboundEvent",
+    "RefError",
+    "WorkEvent",
+    "WorkItemRef",
+    "parse_ref",
+    "slug_for",
+    "tmux_name",
+]
+
+EventKind = Literal[
+    "comment", "review", "review-comment", "opened", "labeled", "reopened", "closed", "ci", "reply", "text", "other"
+]
+
+
+class Actor(BaseModel):
+    """Who did it, in the provider's own identity space (a GitHub login, a Jira account id, a Slack member id)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    id: str
+    name: str = ""
+
+
+class InboundEvent(BaseModel):
+    """One provider object, normalized. ``dedupe_key`` is the same whichever ingress saw it (decision 6)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dedupe_key: str = Field(min_length=1)
+    provider: str
+    transport: Literal["webhook", "poll", "socket", "cli"]
+    kind: EventKind
+    action: str = ""
+    repository: str = ""
+    actor: Actor | None = None
+    body: str | None = None
+    work_items: tuple[str, ...] = ()
+    entity: str | None = None
+    labels: tuple[str, ...] = ()
+    excerpt: dict[str, str] = Field(default_factory=dict)
+    received_at: str = ""
+
+
+class WorkEvent(BaseModel):
+    """What the dispatcher takes from a work item's queue: deliver ``text`` into its session (spawning or
+    respawning as needed), or, for ``spawn``, start it with ``text`` as the boot prompt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    delivery_id: str = Field(min_length=1)
+    work_item: str
+    endpoint: str = ""
+    text: str
+    spawn: bool = False
+    source: str = "cli"
+    actor: str = ""
+    kind: EventKind = "text"

@@ -1,0 +1,291 @@
+"""``the-loop events`` (F21-F26): reading, filtering and following the decision log, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from the_loop import events
+from the_loop.plugins import PluginHost
+from the_loop.testing import LoopEnv
+
+# Four valid records; the second is stored with spaces and a non-ASCII value so "unchanged" means byte-equal.
+STORED = [
+    b'{"ts":"2026-07-22T10:00:00.000Z","source":"gh-webhook","event":"webhook.received","level":"info","pid":1,'
+    b'"delivery_id":"d-1","work_item":"github:octo/repo#15"}',
+    '{"ts": "2026-07-22T10:30:00.000Z", "source": "poll", "event": "dispatch.dropped", "level": "warning", '
+    '"pid": 2, "work_item": "github:octo/repo#15", "reason": "paused", "note": "café"}'.encode(),
+    b'{"ts":"2026-07-22T11:00:00.000Z","source":"sessions","event":"session.spawned","level":"error","pid":3,'
+    b'"work_items":["github:octo/repo#16","github:octo/repo#15"],"error":"boom","will_retry":true}',
+    b'{"ts":"2026-07-22T12:00:00.000Z","source":"service","event":"session.reset","level":"info","pid":4,'
+    b'"work_item":"github:octo/repo#16","removed":["session"]}',
+]
+BAD = [b"not json", b"[1, 2]", b'{"x":']  # a non-JSON line, a non-object line, a truncated last line
+
+
+@pytest.fixture
+def log(loop_env: LoopEnv) -> Path:
+    """F21's log at the default place, ``<state.root>/logs/events.jsonl``; the truncated line is last."""
+    loop_env.write_config('version: "0.12.0"\n')
+    path = loop_env.root / "logs" / "events.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [STORED[0], BAD[0], STORED[1], BAD[1], STORED[2], STORED[3], BAD[2]]
+    path.write_bytes(b"\n".join(lines))
+    return path
+
+
+def jsonl(result: subprocess.CompletedProcess[str]) -> list[bytes]:
+    return [line.encode() for line in result.stdout.splitlines()]
+
+
+def test_f21_events_reads_the_resolved_log_and_skips_bad_lines(loop_env: LoopEnv, log: Path) -> None:
+    table = loop_env.run("events")
+    lines = loop_env.run("events", "--format", "jsonl")
+
+    assert table.returncode == 0, table.stderr
+    rows = table.stdout.splitlines()
+    assert rows[0].split()[:5] == ["Time", "Source", "Level", "Event", "Work"]
+    assert [row.split()[3] for row in rows[1:]] == [
+        "webhook.received",
+        "dispatch.dropped",
+        "session.spawned",
+        "session.reset",
+    ]
+    assert "reason=paused" in rows[2]
+    assert lines.returncode == 0
+    assert jsonl(lines) == STORED
+
+
+def test_f21_events_follows_a_relative_event_log_path_to_the_state_root(loop_env: LoopEnv) -> None:
+    loop_env.write_config('version: "0.12.0"\neventLog: {path: custom/ev.jsonl}\n')
+    path = loop_env.root / "custom" / "ev.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(STORED[0] + b"\n")
+
+    result = loop_env.run("events", "--format", "jsonl")
+
+    assert jsonl(result) == [STORED[0]]
+
+
+def test_f22_type_filter_prints_the_stored_line_byte_for_byte(loop_env: LoopEnv, log: Path) -> None:
+    result = loop_env.run("events", "--type", "dispatch.*", "--format", "jsonl")
+
+    assert result.returncode == 0
+    assert jsonl(result) == [STORED[1]]
+
+
+def test_f22_type_patterns_are_or_ed(loop_env: LoopEnv, log: Path) -> None:
+    result = loop_env.run("events", "--type", "dispatch.*", "--type", "*.reset", "--format", "jsonl")
+
+    assert jsonl(result) == [STORED[1], STORED[3]]
+
+
+def test_f22_level_is_a_minimum_and_json_is_one_array_of_stored_records(loop_env: LoopEnv, log: Path) -> None:
+    result = loop_env.run("events", "--level", "warning", "--format", "json")
+
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == [json.loads(STORED[1]), json.loads(STORED[2])]
+
+
+def test_f22_work_item_matches_work_items_and_limit_keeps_the_newest(loop_env: LoopEnv, log: Path) -> None:
+    newest = loop_env.run("events", "--work-item", "github:octo/repo#15", "--limit", "1", "--format", "jsonl")
+    every = loop_env.run("events", "--work-item", "github:octo/repo#15", "--format", "jsonl")
+
+    assert jsonl(newest) == [STORED[2]]  # matched through work_items
+    assert jsonl(every) == STORED[:3]
+
+
+def test_delivery_id_and_limit_zero(loop_env: LoopEnv, log: Path) -> None:
+    assert jsonl(loop_env.run("events", "--delivery-id", "d-1", "--format", "jsonl")) == [STORED[0]]
+    assert jsonl(loop_env.run("events", "--limit", "0", "--format", "jsonl")) == STORED
+    assert jsonl(loop_env.run("events", "--limit", "2", "--format", "jsonl")) == STORED[2:]
+
+
+def test_f23_source_accepts_any_string(loop_env: LoopEnv, log: Path) -> None:
+    cli_line = b'{"ts":"2026-07-22T12:30:00.000Z","source":"cli","event":"config.migrated","level":"info","pid":5}'
+    with log.open("ab") as handle:
+        handle.write(b"\n" + cli_line + b"\n")
+
+    service = loop_env.run("events", "--source", "service", "--format", "jsonl")
+    cli = loop_env.run("events", "--source", "cli", "--format", "jsonl")
+    made_up = loop_env.run("events", "--source", "no-such-source")
+
+    assert service.returncode == 0
+    assert jsonl(service) == [STORED[3]]
+    assert jsonl(cli) == [cli_line]
+    assert made_up.returncode == 0
+    assert "(no matching events)" in made_up.stderr
+
+
+def test_f24_since_compares_instants_across_offsets(loop_env: LoopEnv, log: Path) -> None:
+    # 13:00+02:00 is 11:00Z: the 11:00Z record counts (inclusive), the 12:00Z one too, nothing earlier.
+    result = loop_env.run("events", "--since", "2026-07-22T13:00:00+02:00", "--format", "jsonl")
+    later = loop_env.run("events", "--since", "2026-07-22T13:30:00+02:00", "--format", "jsonl")
+
+    assert result.returncode == 0
+    assert jsonl(result) == STORED[2:]
+    assert jsonl(later) == [STORED[3]]
+
+
+def test_f24_since_relative(loop_env: LoopEnv, log: Path) -> None:
+    recent = json.dumps({"ts": events.timestamp(), "source": "cli", "event": "config.migrated", "level": "info"})
+    with log.open("ab") as handle:
+        handle.write(b"\n" + recent.encode() + b"\n")
+
+    for since in ("90s", "5m", "2h", "1d"):
+        assert jsonl(loop_env.run("events", "--since", since, "--format", "jsonl")) == [recent.encode()]
+
+
+@pytest.mark.parametrize("since", ["yesterday-ish", "2026-13-45", "5w"])
+def test_f24_unparseable_since_exits_2(loop_env: LoopEnv, log: Path, since: str) -> None:
+    result = loop_env.run("events", "--since", since)
+
+    assert result.returncode == 2
+    assert "--since" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_no_match_and_missing_file_print_the_header_and_a_note(loop_env: LoopEnv, log: Path) -> None:
+    no_match = loop_env.run("events", "--type", "nothing.*")
+    missing = loop_env.run("events", "--file", str(loop_env.tmp / "absent.jsonl"), config=False)
+    as_json = loop_env.run("events", "--type", "nothing.*", "--format", "json")
+
+    for result in (no_match, missing):
+        assert result.returncode == 0
+        assert result.stdout.split()[:4] == ["Time", "Source", "Level", "Event"]
+        assert len(result.stdout.splitlines()) == 1
+        assert result.stderr.strip() == "(no matching events)"
+    assert json.loads(as_json.stdout) == []
+
+
+def test_file_option_reads_that_file_without_any_config(loop_env: LoopEnv, log: Path) -> None:
+    loop_env.write_config("- broken config\n")  # --file never needs the config
+
+    result = loop_env.run("events", "--file", str(log), "--format", "jsonl")
+
+    assert result.returncode == 0, result.stderr
+    assert jsonl(result) == STORED
+
+
+def test_f25_types_lists_every_catalog_name_once_and_the_sources(loop_env: LoopEnv) -> None:
+    result = loop_env.run("events", "--types", config=False)
+
+    assert result.returncode == 0, result.stderr
+    names = [line.split()[0] for line in result.stdout.split("\n\n")[0].splitlines()]
+    catalog = {t.name for t in PluginHost.create().event_types()}
+    assert sorted(names) == sorted(catalog)
+    assert len(names) == len(set(names))
+    assert {"session.reset", "dispatch.dropped", "poller.blocked", "hello.said"} <= set(names)
+    assert "service" in result.stdout.split("\n\n")[1]
+
+    document = json.loads(loop_env.run("events", "--types", "--format", "json", config=False).stdout)
+    assert {entry["name"] for entry in document["eventTypes"]} == catalog
+    assert "gh-webhook" in document["sources"]
+
+
+def test_f25_closed_pipe_exits_quietly(loop_env: LoopEnv, tmp_path: Path) -> None:
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"".join(STORED[0] + b"\n" for _ in range(20000)))  # far more than a pipe buffer
+    the_loop = f"{sys.executable} -m the_loop"
+    first_type = min(t.name for t in PluginHost.create().event_types())
+    for command, expected in (
+        (f"{the_loop} events --types", first_type),
+        (f"{the_loop} events --file {big} --limit 0 --format jsonl", STORED[0].decode()),
+    ):
+        result = subprocess.run(
+            ["bash", "-c", f'{command} | head -1; echo "status=${{PIPESTATUS[0]}}"'],
+            cwd=loop_env.cwd,
+            env=loop_env.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        first, status = result.stdout.splitlines()
+        assert first.split()[0] == expected
+        assert result.stderr == ""  # no traceback, no "Exception ignored" note
+        # click turns EPIPE into exit 1 inside its own main(); 0 when the writer finished before head closed.
+        assert status in ("status=0", "status=1")
+
+
+def _read_line(stream: int, timeout: float) -> bytes:
+    """One line from a raw pipe fd, or b"" after ``timeout`` seconds."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([stream], [], [], remaining)[0]:
+            return b""
+        chunk = os.read(stream, 1)
+        if not chunk:
+            return data
+        data += chunk
+    return data
+
+
+def test_f26_follow_prints_appended_lines_within_a_second_and_exits_0_on_sigint(loop_env: LoopEnv, log: Path) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "the_loop",
+            "-c",
+            str(loop_env.config_path),
+            "events",
+            "--follow",
+            "--type",
+            "session.*",
+        ],
+        cwd=loop_env.cwd,
+        env=loop_env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        out = process.stdout.fileno()
+        assert _read_line(out, 30).startswith(b"Time")  # the header: the follower has taken its starting point
+        assert _read_line(out, 0.5) == b""  # nothing already in the log is replayed
+
+        def append(line: bytes) -> float:
+            subprocess.run(["sh", "-c", f"printf '%s\\n' '{line.decode()}' >> '{log}'"], check=True)
+            return time.monotonic()
+
+        log.write_bytes(log.read_bytes() + b"\n")  # end the truncated last line, as a writer's next append would
+        append(b'{"ts":"2026-07-22T13:00:00.000Z","source":"poll","event":"dispatch.queued","level":"info"}')
+        appended = append(
+            b'{"ts":"2026-07-22T13:01:00.000Z","source":"sessions","event":"session.paused","level":"info",'
+            b'"work_item":"github:octo/repo#20"}'
+        )
+        line = _read_line(out, 1.0)
+        assert time.monotonic() - appended < 1.0
+        assert b"session.paused" in line
+        assert b"github:octo/repo#20" in line
+
+        # A truncated (rotated by copytruncate) log is followed from its start.
+        log.write_bytes(b"")
+        append(b'{"ts":"2026-07-22T13:02:00.000Z","source":"sessions","event":"session.resumed","level":"info"}')
+        assert b"session.resumed" in _read_line(out, 1.0)
+
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+        assert process.stderr is not None
+        assert b"Traceback" not in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_follow_refuses_json_format(loop_env: LoopEnv, log: Path) -> None:
+    result = loop_env.run("events", "--follow", "--format", "json")
+
+    assert result.returncode == 2
+    assert "--follow" in result.stderr

@@ -1,0 +1,142 @@
+"""``the-loop plugins`` and third-party plugins seen through the real CLI.
+
+``the-loop-hello`` (examples/) is installed editable in the dev environment; a plugin that fails to import is made
+on the fly as a module plus a ``.dist-info`` directory put on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from the_loop.testing import LoopEnv, write_plugin_dist
+
+BROKEN = """
+raise RuntimeError("this plugin is broken on purpose")
+"""
+
+
+def plugins_json(loop_env: LoopEnv, **env: str) -> dict[str, dict[str, Any]]:
+    result = loop_env.run("plugins", "--format", "json", **env)
+    assert result.returncode == 0, result.stderr
+    return {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
+
+
+def commands_in_help(loop_env: LoopEnv, **env: str) -> set[str]:
+    result = loop_env.run("--help", **env)
+    assert result.returncode == 0, result.stderr
+    section = result.stdout.split("Commands:")[1]
+    return {line.split()[0] for line in section.splitlines() if line.startswith("  ") and line.split()}
+
+
+@pytest.fixture
+def configured(loop_env: LoopEnv) -> LoopEnv:
+    loop_env.write_config('version: "0.12.0"\nhello: {greeting: Ahoy, times: 2}\n')
+    return loop_env
+
+
+def test_plugins_json_lists_hello_with_everything_it_contributes(configured: LoopEnv) -> None:
+    found = plugins_json(configured)
+
+    hello = found["hello"]
+    assert hello["distribution"] == "the-loop-hello"
+    assert hello["version"] == "0.1.0"
+    assert hello["builtin"] is False
+    assert hello["module"] == "the_loop_hello.plugin"
+    assert hello["error"] is None
+    assert hello["contributions"]["commands"] == ["hello"]
+    assert hello["contributions"]["configSections"] == ["hello"]
+    assert hello["contributions"]["eventTypes"] == ["hello.said"]
+    core = found["core"]
+    assert core["builtin"] is True
+    assert core["distribution"] == "the-loop-core"
+    assert {"gh-webhook", "poller"} <= set(core["contributions"]["services"])
+    assert "config.migrated" in core["contributions"]["eventTypes"]
+    assert {"github", "jira", "slack", "claude", "cursor"} <= set(found)
+
+
+def test_plugins_text_flags_builtins(configured: LoopEnv) -> None:
+    result = configured.run("plugins")
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("core  the-loop-core") and "[built-in]" in line for line in lines)
+    hello_at = next(i for i, line in enumerate(lines) if line.startswith("hello  the-loop-hello 0.1.0"))
+    assert "[built-in]" not in lines[hello_at]
+    assert "  commands: hello" in lines[hello_at + 1 : hello_at + 5]
+
+
+def test_plugins_skips_services_when_the_config_is_broken(loop_env: LoopEnv) -> None:
+    loop_env.write_config("- not a mapping\n")
+
+    result = loop_env.run("plugins", "--format", "json")
+
+    assert result.returncode == 0
+    assert "services not listed" in result.stderr
+    found = {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
+    assert found["core"]["contributions"]["services"] == []
+    assert found["hello"]["contributions"]["commands"] == ["hello"]
+
+
+def test_hello_command_is_in_help_and_uses_its_config_section(configured: LoopEnv) -> None:
+    assert "hello" in commands_in_help(configured)
+
+    result = configured.run("hello", "x")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["Ahoy, x", "Ahoy, x"]
+    [said] = [event for event in configured.events() if event["event"] == "hello.said"]
+    assert said["source"] == "cli"
+    assert said["name_length"] == 1
+
+
+def test_hello_bad_section_value_names_the_key(loop_env: LoopEnv) -> None:
+    loop_env.write_config('version: "0.12.0"\nhello: {times: 99}\n')
+
+    for command in (["hello", "x"], ["config", "validate"]):
+        result = loop_env.run(*command)
+        assert result.returncode == 2
+        [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert "hello.times" in line
+        assert "Traceback" not in result.stderr
+
+
+def test_hello_event_type_is_in_the_catalog(configured: LoopEnv) -> None:
+    result = configured.run("events", "--types")
+
+    assert result.returncode == 0
+    assert any(line.split()[:1] == ["hello.said"] for line in result.stdout.splitlines())
+
+
+def test_disabling_hello_removes_everything_it_contributes(configured: LoopEnv) -> None:
+    disabled = {"THE_LOOP_DISABLE_PLUGINS": "hello"}
+
+    assert "hello" not in plugins_json(configured, **disabled)
+    assert "hello" not in commands_in_help(configured, **disabled)
+    assert "hello.said" not in configured.run("events", "--types", **disabled).stdout
+    shown = configured.run("config", "show", **disabled)
+    assert "warning: config: unknown key hello" in shown.stderr  # nobody claims the section now
+    assert configured.run("hello", "x", **disabled).returncode == 2
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_breaks_nothing(configured: LoopEnv) -> None:
+    site = write_plugin_dist(configured.tmp / "site", "broken", BROKEN)
+    env = {"PYTHONPATH": str(site)}
+
+    found = plugins_json(configured, **env)
+    assert "RuntimeError: this plugin is broken on purpose" in found["broken"]["error"]
+    assert found["broken"]["distribution"] == "broken-plugin"
+    assert found["hello"]["error"] is None
+
+    text = configured.run("plugins", **env)
+    assert "error: RuntimeError: this plugin is broken on purpose" in text.stdout
+
+    assert "hello" in commands_in_help(configured, **env)
+    hello = configured.run("hello", "y", **env)
+    assert hello.returncode == 0
+    assert hello.stdout.splitlines() == ["Ahoy, y", "Ahoy, y"]
+    assert "plugin broken" in hello.stderr  # reported, not hidden
+    assert configured.run("config", "validate", **env).returncode == 0
+    assert configured.run("events", "--types", **env).returncode == 0

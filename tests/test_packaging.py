@@ -1,0 +1,212 @@
+"""Packaging: versions and entry points agree, extras install exactly their plugins, and ``--help`` stays light.
+
+The ``slow`` tests build real wheels of every distribution and install them into two fresh virtualenvs, taking
+dependencies from the package index (pip's cache keeps repeat runs quick). They run in the default suite;
+``-m 'not slow'`` leaves them out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import the_loop
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN_DIRS = sorted(path.parent for path in ROOT.glob("plugins/*/pyproject.toml"))
+ALL_PLUGINS = {"github", "jira", "slack", "claude", "cursor"}
+# Modules `the-loop --help` must never import: config and HTTP machinery, and every plugin's client library.
+HEAVY_MODULES = ("pydantic", "yaml", "github", "slack_sdk", "jira", "requests", "uvicorn", "starlette", "httpx")
+
+
+def project(directory: Path) -> dict[str, Any]:
+    return tomllib.loads((directory / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+# ----------------------------------------------------------------------------------------------------- fast
+
+
+def test_version_constant_matches_core_pyproject() -> None:
+    assert the_loop.__version__ == project(ROOT / "core")["version"]
+
+
+def test_every_distribution_shares_core_version_and_pins_it() -> None:
+    version = project(ROOT / "core")["version"]
+    mismatched = {
+        project(d)["name"]: project(d)["version"] for d in [ROOT, *PLUGIN_DIRS] if project(d)["version"] != version
+    }
+    assert not mismatched, f"versions differ from the-loop-core {version}: {mismatched}"
+    pins = [
+        *project(ROOT)["dependencies"],
+        *(req for reqs in project(ROOT)["optional-dependencies"].values() for req in reqs),
+    ]
+    loose = [req for req in pins if req.startswith("the-loop-") and not req.endswith(f"=={version}")]
+    assert not loose, f"the meta package must pin its siblings to =={version}: {loose}"
+
+
+@pytest.mark.parametrize("directory", PLUGIN_DIRS, ids=lambda d: d.name)
+def test_plugin_has_exactly_one_entry_point_named_after_it(directory: Path) -> None:
+    meta = project(directory)
+    name = meta["name"].removeprefix("the-loop-")
+    points = meta.get("entry-points", {}).get("the_loop.plugins", {})
+    assert points == {name: f"the_loop_{name}.plugin"}, f"{meta['name']}: {points}"
+    other_groups = set(meta.get("entry-points", {})) - {"the_loop.plugins"}
+    assert not other_groups, f"{meta['name']} registers other entry-point groups: {other_groups}"
+
+
+def test_plugins_never_add_console_scripts() -> None:
+    """Only the meta package owns `the-loop`; a second owner of one script file breaks installs."""
+    owners = [project(d)["name"] for d in [ROOT / "core", *PLUGIN_DIRS] if project(d).get("scripts")]
+    assert not owners
+    assert project(ROOT)["scripts"] == {"the-loop": "the_loop.cli:main"}
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """Top-level module names from ``python -X importtime`` output."""
+    found = set()
+    for line in stderr.splitlines():
+        match = re.match(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", line)
+        if match:
+            found.add(match[1].split(".")[0])
+    return found
+
+
+def test_help_imports_no_heavy_module(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
+    env["HOME"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "the_loop", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Commands:" in result.stdout
+    modules = imported_modules(result.stderr)
+    assert "click" in modules, "importtime output was not parsed"
+    heavy = sorted(set(HEAVY_MODULES) & modules)
+    assert not heavy, f"`the-loop --help` imports {heavy}"
+    assert not list(tmp_path.iterdir()), "`--help` wrote into HOME or the cwd"
+
+
+# ----------------------------------------------------------------------------------------------------- slow
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Wheels of core, the five plugins and the meta package, built from this checkout."""
+    out = tmp_path_factory.mktemp("wheels")
+    sources = [ROOT / "core", *PLUGIN_DIRS, ROOT]
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(out)]
+        + [str(s) for s in sources],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    built = sorted(p.name.split("-")[0] for p in out.glob("*.whl"))
+    assert built == sorted(["the_loop", "the_loop_core", *(f"the_loop_{d.name}" for d in PLUGIN_DIRS)]), built
+    return out
+
+
+def fresh_venv(path: Path, wheels: Path, requirement: str, *, with_pip: bool = False) -> Path:
+    """A new virtualenv at ``path`` with ``requirement`` installed from the local wheels plus the index."""
+    subprocess.run([sys.executable, "-m", "venv", *([] if with_pip else ["--without-pip"]), str(path)], check=True)
+    python = path / "bin" / "python"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--find-links",
+            str(wheels),
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def run_in(venv: Path, *argv: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
+    env.update(HOME=str(home), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=120)
+
+
+def listed_plugins(venv: Path, home: Path) -> dict[str, dict[str, Any]]:
+    result = run_in(venv, str(venv / "bin" / "the-loop"), "plugins", "--format", "json", home=home)
+    assert result.returncode == 0, result.stderr
+    return {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_claude_extra_installs_only_the_claude_plugin(wheels: Path, tmp_path: Path) -> None:
+    venv = fresh_venv(tmp_path / "venv", wheels, f"the-loop[claude]=={the_loop.__version__}")
+    home = tmp_path / "home"
+    home.mkdir()
+    plugins = listed_plugins(venv, home)
+    assert "claude" in plugins and not plugins["claude"]["error"]
+    assert plugins["claude"]["distribution"] == "the-loop-claude"
+    assert not (set(plugins) & (ALL_PLUGINS - {"claude"})), f"unexpected plugins: {sorted(plugins)}"
+    python = str(venv / "bin" / "python")
+    for module in ("github", "the_loop_github", "slack_sdk", "jira"):
+        result = run_in(venv, python, "-c", f"import {module}", home=home)
+        assert result.returncode != 0 and "ModuleNotFoundError" in result.stderr, f"{module} is importable"
+    version = run_in(venv, str(venv / "bin" / "the-loop"), "--version", home=home)
+    assert version.stdout.strip() == f"the-loop {the_loop.__version__}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_all_extra_installs_every_plugin_and_install_sh_reuses_it(wheels: Path, tmp_path: Path) -> None:
+    """`[all]` from wheels lists the five plugins; then `install.sh`, run over that same virtualenv (its default
+    place under a temporary HOME), reinstalls from the checkout, links the command, writes a starter config and
+    starts — twice, to show it is idempotent."""
+    home = tmp_path / "home"
+    home.mkdir()
+    venv = fresh_venv(home / ".the-loop" / "venv", wheels, f"the-loop[all]=={the_loop.__version__}", with_pip=True)
+    plugins = listed_plugins(venv, home)
+    assert set(plugins) >= ALL_PLUGINS, f"missing: {sorted(ALL_PLUGINS - set(plugins))}"
+    assert not [name for name in ALL_PLUGINS if plugins[name]["error"]]
+    python = str(venv / "bin" / "python")
+    imported = run_in(venv, python, "-c", "import github, slack_sdk, jira", home=home)
+    assert imported.returncode == 0, imported.stderr
+
+    if shutil.which("tmux") is None and os.environ.get("CI") != "true":
+        pytest.skip("install.sh needs tmux")
+    for attempt in (1, 2):
+        result = run_in(venv, "bash", str(ROOT / "install.sh"), home=home)
+        assert result.returncode == 0, f"run {attempt}:\n{result.stdout}\n{result.stderr}"
+        link = home / ".local" / "bin" / "the-loop"
+        assert link.resolve() == (venv / "bin" / "the-loop").resolve()
+        assert f"linked {link}" in result.stdout
+        config = home / ".the-loop" / "cli-config.yaml"
+        assert config.is_file()
+        if attempt == 1:
+            assert f"wrote {config}" in result.stdout
+        else:
+            assert f"keeping the existing config {config}" in result.stdout
+        assert "the-loop " + the_loop.__version__ in result.stdout  # `start` prints the version first
+        assert str(config) in result.stdout  # `status` prints the config it read
+    assert set(listed_plugins(venv, home)) >= ALL_PLUGINS
