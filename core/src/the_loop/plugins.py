@@ -4,7 +4,9 @@ Built-in plugins are registered first, then every entry point of group ``the_loo
 import is recorded (``the-loop plugins`` shows it) and skipped; it never stops the daemon. Environment switches:
 
 - ``THE_LOOP_DISABLE_PLUGINS=a,b`` blocks plugins by entry-point name;
-- ``THE_LOOP_LOAD_PLUGINS=a,b`` loads only those entry points (``""`` loads none).
+- ``THE_LOOP_LOAD_PLUGINS=a,b`` loads only those entry points (``""`` loads none);
+- ``THE_LOOP_EXTRA_PLUGINS=pkg.mod,other.mod`` also registers those modules by import path, without installing
+  them (a test and operations switch: tests use it to give spawned daemons a fake ingress).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +85,7 @@ class PluginHost:
             host._register(module, module_name.rsplit(".", 1)[-1], "the-loop-core", __version__, builtin=True)
         if load_entrypoints:
             host._load_entrypoints()
+            host._load_extra_modules()
         for name, plugin in plugins:
             host._register(plugin, name, "(test)", "", builtin=False)
         pm.check_pending()
@@ -117,6 +120,19 @@ class PluginHost:
                 print(f"warning: plugin {ep.name} ({dist}) failed to load: {exc}", file=sys.stderr)
                 continue
             self._register(plugin, ep.name, dist, version, builtin=False)
+
+    def _load_extra_modules(self) -> None:
+        """Register each module named in ``THE_LOOP_EXTRA_PLUGINS`` (in order), reported like an entry point."""
+        names = [part.strip() for part in os.environ.get("THE_LOOP_EXTRA_PLUGINS", "").split(",") if part.strip()]
+        for module_name in dict.fromkeys(names):
+            try:
+                module = importlib.import_module(module_name)
+            except Exception as exc:  # reported, never fatal, like a broken entry point
+                error = f"{type(exc).__name__}: {exc}"
+                self.infos[module_name] = PluginInfo(module_name, "(extra)", "", module_name, False, error=error)
+                print(f"warning: plugin {module_name} (THE_LOOP_EXTRA_PLUGINS) failed to load: {exc}", file=sys.stderr)
+                continue
+            self._register(module, module_name, "(extra)", "", builtin=False)
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
@@ -206,19 +222,20 @@ class PluginHost:
     def channels(self) -> dict[str, type[Channel]]:
         return self._named("loop_register_channels", "channels", "name")
 
-    def lifecycle(self, point: str, ctx: LifecycleContext) -> list[tuple[str, Decision | Exception]]:
-        """Call each implementation of ``loop_<point>`` on its own; an exception is returned, not raised."""
-        answers: list[tuple[str, Decision | Exception]] = []
+    def lifecycle_each(
+        self, point: str, context: Callable[[], LifecycleContext]
+    ) -> Iterator[tuple[str, Decision | Exception]]:
+        """Call each implementation of ``loop_<point>`` on its own, in registration order, building its context
+        just before the call (so it sees the decisions made so far); an exception is yielded, not raised."""
         caller = getattr(self.pm.hook, f"loop_{point}")
         for impl in reversed(caller.get_hookimpls()):
             try:
-                answer = impl.function(**{arg: ctx for arg in impl.argnames})
+                answer = impl.function(**{arg: context() for arg in impl.argnames})
             except Exception as exc:
-                answers.append((impl.plugin_name, exc))
+                yield impl.plugin_name, exc
                 continue
             if answer is not None:
-                answers.append((impl.plugin_name, answer))
-        return answers
+                yield impl.plugin_name, answer
 
     def describe(self) -> list[PluginInfo]:
         """Every plugin with everything it contributes (for ``the-loop plugins``)."""

@@ -81,6 +81,18 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "a lock means something only to processes on this machine",
     ),
     GeneratedPath(
+        "local/<slug>.json",
+        False,
+        "this machine's session handles for one work item: harness, conversation id, cwd, tmux target, cursors",
+        "a conversation id and a cwd name things on this machine; a copied record blocks the spawn another needs",
+    ),
+    GeneratedPath(
+        "local/index-cache.json",
+        False,
+        "the index builder's parse cache: per record file, its inode, mtime, size and index entry",
+        "inodes and mtimes describe this machine's files; rebuilt from portable/ when missing",
+    ),
+    GeneratedPath(
         "logs/events.jsonl",
         False,
         "the decision trail: one JSON object per decision, drops with a machine-readable reason",
@@ -174,6 +186,10 @@ class StateLayout:
     @property
     def index_path(self) -> Path:
         return self.portable_dir / "index.json"
+
+    @property
+    def index_cache_path(self) -> Path:
+        return self.root / "local" / "index-cache.json"
 
     @property
     def marker_path(self) -> Path:
@@ -274,10 +290,12 @@ def load_json(path: Path) -> dict[str, Any] | type[Corrupt] | None:
     """The JSON object at ``path``; None when absent; :class:`Corrupt` when it does not parse as an object."""
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
         return Corrupt
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):

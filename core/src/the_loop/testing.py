@@ -7,6 +7,9 @@ Fixtures:
 - ``plugin_host`` — a fresh :class:`~the_loop.plugins.PluginHost` without entry points, installed as the
   process-wide host for the test; ``plugin_host.register`` adds a test plugin.
 - ``hold_lock`` — start a process that holds a pidfile lock the way a running service does.
+- ``tmux_runner`` — a :class:`~the_loop.tmux.TmuxRunner` on a private tmux server, killed at teardown (no tmux:
+  skipped, or failed under ``CI=true``); ``tmux_shim`` — a logging, fault-injecting tmux in front of it;
+  ``fake_harness`` — the fake harness TUI's argv and log.
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""``the-loop start [SERVICE]...``: start every enabled service detached, one row per service."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from the_loop import __version__
+from the_loop.cli._app import app
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.interfaces import ServiceSpec
+    from the_loop.services import Row
+
+
+def chosen_services(ctx: click.Context, names: tuple[str, ...]) -> tuple[LoadedConfig, list[ServiceSpec]]:
+    """The loaded config and the named services (every service when none is named); an unknown name exits 2.
+    Shared by ``start``, ``stop`` and ``restart``."""
+    from the_loop import services
+
+    application = app(ctx)
+    config = application.config()
+    try:
+        return config, services.select(application.host.services(config), names)
+    except services.UnknownService as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+def show(row: Row) -> None:
+    for line in row.lines():
+        click.echo(line)
+
+
+@click.command()
+@click.argument("names", nargs=-1, metavar="[SERVICE]...")
+@click.pass_context
+def start(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Start every enabled service (or only the named ones) detached.
+
+    A service counts as started only once it holds its pidfile lock. Exit 0 unless a service failed or is
+    misconfigured."""
+    from the_loop import services
+
+    click.echo(f"the-loop {__version__}")
+    config, specs = chosen_services(ctx, names)
+    rows = []
+    for row in services.start_services(config, specs):
+        show(row)
+        rows.append(row)
+    sys.exit(0 if services.start_ok(rows) else 1)

@@ -1,0 +1,117 @@
+"""``the-loop daemon run <service>``: run one service in this process — what ``start`` spawns, and the
+systemd (``Type=simple``) / cron form.
+
+Start-up order matters so that a daemon that cannot work never looks alive, even briefly: load the config (which
+loads ``env.file``) → point the event log at it, with the service's name as the source → refuse an unknown,
+disabled or misconfigured service, or a missing dependency, *before* locking → remove a stale unlocked pidfile →
+take the pidfile lock (held → ``daemon.blocked``) → run the service's target until SIGTERM/SIGINT → release.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import signal
+import sys
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from the_loop import events, runlock
+from the_loop.interfaces import ServiceContext
+from the_loop.services import pid_text
+
+if TYPE_CHECKING:
+    from the_loop.cli._app import AppContext
+    from the_loop.config import LoadedConfig
+
+TMUX_INSTALL = (
+    "install it: sudo apt-get install tmux (Debian/Ubuntu) · brew install tmux (macOS) · "
+    "sudo dnf install tmux (Fedora/RHEL)"
+)
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; services poll it (calling the flag answers whether to stop)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def __call__(self) -> bool:
+        return self.stopping
+
+    def set(self, *_signal: Any) -> None:
+        self.stopping = True
+
+
+def preflight(config: LoadedConfig) -> list[str]:
+    """Dependencies a service needs on this machine; silent when satisfied."""
+    missing = []
+    if config.core.routing.enabled and shutil.which("tmux") is None:
+        missing.append(f"tmux is not on PATH (routing.enabled: true hosts every session in tmux); {TMUX_INSTALL}")
+    return missing
+
+
+def _refuse(service: str, reasons: list[str]) -> int:
+    events.emit("daemon.failed", level="error", service=service, problems=reasons)
+    for reason in reasons:
+        print(f"error: {service} cannot start: {reason}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _target(run: str) -> Any:
+    module, _, attr = run.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def run(app: AppContext, name: str, *, once: bool = False) -> int:
+    """Run service ``name`` until it is told to stop; return the exit code."""
+    config = app.config(source=name)
+    specs = {spec.name: spec for spec in app.host.services(config)}
+    spec = specs.get(name)
+    if spec is None:
+        print(f"error: unknown service {name!r} (known: {', '.join(specs) or 'none'})", file=sys.stderr)
+        return 2
+    if not spec.enabled:
+        return _refuse(name, [f"it is disabled ({spec.enabled_by} is false)"])
+    if spec.problems or preflight(config):
+        return _refuse(name, [*spec.problems, *preflight(config)])
+
+    try:
+        stale = runlock.remove_stale(spec.pidfile)
+    except OSError as exc:
+        return _refuse(name, [f"cannot remove stale pidfile {spec.pidfile}: {exc.strerror or exc}"])
+    if stale is not None:
+        print(f"{name}: removed stale pidfile {spec.pidfile} ({pid_text(stale)})", file=sys.stderr, flush=True)
+
+    lock = runlock.RunLock(spec.pidfile)
+    try:
+        lock.acquire()
+    except runlock.LockHeld:
+        holder = runlock.holder(spec.pidfile)
+        events.emit("daemon.blocked", level="warning", service=name, holder=holder or None)
+        if name == "poller":
+            events.emit("poller.blocked", level="warning", holder=holder or None)
+        print(f"error: {name} is already running ({pid_text(holder)}; lock {spec.pidfile})", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        return _refuse(name, [f"cannot create lock {spec.pidfile}: {exc.strerror or exc}"])
+
+    stop = StopFlag()
+    signal.signal(signal.SIGTERM, stop.set)
+    signal.signal(signal.SIGINT, stop.set)
+    events.emit("daemon.started", service=name, once=once or None)
+    print(f"{name}: started (pid {os.getpid()}; config {config.ref.path})", file=sys.stderr, flush=True)
+    code = 0
+    try:
+        _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
+    except Exception as exc:
+        code = 1
+        traceback.print_exc()
+        events.emit("daemon.failed", level="error", service=name, error=f"{type(exc).__name__}: {exc}")
+        print(f"error: {name} stopped: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    finally:
+        lock.release()
+        events.emit("daemon.stopped", service=name, exit_code=code)
+        print(f"{name}: stopped", file=sys.stderr, flush=True)
+    return code

@@ -1,0 +1,150 @@
+"""The poll loop: every ``polling.intervalSeconds``, one cycle over each configured poll source.
+
+Core knows no provider. A cycle calls ``poll_once`` on each installed :class:`~the_loop.interfaces.PollSource`
+that ``polling.sources`` names, adds up the counters they return, and records the result in the heartbeat
+``poll-status.json`` (atomically, after every cycle, kept when the poller exits; no pid — liveness comes from the
+lock). A source that raises is one error and one ``degraded`` scope, never the end of the poller; every failed
+scope, raised or reported, gets a ``poll.scope_error`` event here, so sources need not write their own.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from the_loop import events
+from the_loop.interfaces import PollSource, ServiceContext
+from the_loop.state import StateError, atomic_write_json
+
+COUNTERS = ("itemsSeen", "spawns", "commentsForwarded", "closures", "failures", "errors", "scopesPolled")
+SLEEP_STEP = 0.1  # SIGTERM is honoured within this (plus the running source's own step)
+ERROR_CHARS = 300
+
+
+def empty_cycle() -> dict[str, Any]:
+    return {
+        **dict.fromkeys(COUNTERS, 0),
+        "interrupted": False,
+        "scopesFailed": [],
+        "scopesSkipped": [],
+    }
+
+
+def _failed_scope(scope: str, error: str, permanent: bool = False) -> dict[str, Any]:
+    return {"scope": scope, "error": error[:ERROR_CHARS], "permanent": permanent}
+
+
+def merge(cycle: dict[str, Any], result: Mapping[str, Any], source: str) -> None:
+    """Add one source's counters into the cycle; anything malformed in them is ignored, never fatal."""
+    for key in COUNTERS:
+        value = result.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            cycle[key] += value
+    cycle["interrupted"] = cycle["interrupted"] or bool(result.get("interrupted"))
+    for entry in result.get("scopesFailed") or ():
+        if isinstance(entry, Mapping):
+            scope = str(entry.get("scope") or source)
+            cycle["scopesFailed"].append(
+                _failed_scope(scope, str(entry.get("error", "")), bool(entry.get("permanent")))
+            )
+    cycle["scopesSkipped"].extend(str(scope) for scope in result.get("scopesSkipped") or ())
+
+
+def run_cycle(ctx: ServiceContext, sources: list[PollSource]) -> dict[str, Any]:
+    """One cycle over every source; a stop request between sources marks the cycle ``interrupted``."""
+    cycle = empty_cycle()
+    for source in sources:
+        if ctx.should_stop():
+            cycle["interrupted"] = True
+            break
+        try:
+            result = source.poll_once(ctx)
+        except Exception as exc:
+            cycle["errors"] += 1
+            cycle["scopesFailed"].append(_failed_scope(source.name, f"{type(exc).__name__}: {exc}"))
+            continue
+        if isinstance(result, Mapping):
+            merge(cycle, result, source.name)
+    for failed in cycle["scopesFailed"]:
+        events.emit("poll.scope_error", level="warning", **failed)
+    return cycle
+
+
+class Heartbeat:
+    """``poll-status.json``: rewritten atomically; a failed write warns once and never stops the poller."""
+
+    def __init__(self, path: Path, interval: int) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {
+            "startedAt": events.timestamp(),
+            "lastCycleAt": None,
+            "intervalSeconds": interval,
+            "lastCycle": None,
+        }
+        self.warned = False
+
+    def record(self, cycle: dict[str, Any] | None = None) -> None:
+        if cycle is not None:
+            self.data["lastCycleAt"] = events.timestamp()
+            self.data["lastCycle"] = cycle
+        try:
+            atomic_write_json(self.path, self.data)
+        except (StateError, OSError) as exc:  # a full disk or a bad path must not end the poller
+            if not self.warned:
+                self.warned = True
+                print(f"warning: heartbeat not recorded (the poller carries on): {exc}", file=sys.stderr, flush=True)
+
+
+def configured_sources(ctx: ServiceContext) -> list[PollSource]:
+    """The installed poll sources ``polling.sources`` names, once each, in the order they are named."""
+    from the_loop.plugins import get_host
+
+    installed: dict[str, PollSource] = {}
+    for item in get_host().ingresses(ctx.config):
+        if isinstance(item, PollSource):
+            installed.setdefault(item.name, item)
+    names = dict.fromkeys(source.provider for source in ctx.config.core.polling.sources)
+    return [installed[name] for name in names if name in installed]
+
+
+def sleep_until(deadline: float, ctx: ServiceContext) -> None:
+    while not ctx.should_stop():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(SLEEP_STEP, remaining))
+
+
+def run_service(ctx: ServiceContext) -> None:
+    """The ``poller`` service's target: cycles until told to stop (one cycle with ``ctx.once``)."""
+    interval = ctx.config.core.polling.interval_seconds
+    sources = configured_sources(ctx)
+    heartbeat = Heartbeat(ctx.config.state.poll_status_path, interval)
+    heartbeat.record()
+    events.emit("poller.started", interval_seconds=interval, sources=[source.name for source in sources])
+    cycles = 0
+    while not ctx.should_stop():
+        began = time.monotonic()
+        cycle = run_cycle(ctx, sources)
+        cycles += 1
+        heartbeat.record(cycle)
+        events.emit(
+            "poll.cycle",
+            items_seen=cycle["itemsSeen"],
+            spawns=cycle["spawns"],
+            comments_forwarded=cycle["commentsForwarded"],
+            closures=cycle["closures"],
+            failures=cycle["failures"],
+            errors=cycle["errors"],
+            interrupted=cycle["interrupted"],
+            scopes_polled=cycle["scopesPolled"],
+            scopes_failed=len(cycle["scopesFailed"]),
+            duration_ms=int((time.monotonic() - began) * 1000),
+        )
+        if ctx.once:
+            break
+        sleep_until(began + interval, ctx)
+    events.emit("poller.stopped", cycles=cycles)

@@ -1,0 +1,208 @@
+"""Core's one HTTP server: ``/health`` plus one route per webhook ingress, served by uvicorn.
+
+``webhooks.ghWebhook.{host,port}`` say where it listens (decision 13; the key keeps the reference's name). The
+request path is kept short and bounded: the body is capped (``maxBodyBytes``, on ``Content-Length`` and again
+while streaming), its read is timed out (``requestTimeoutSeconds`` → 408), concurrency is capped
+(``maxConcurrency`` → 503 from uvicorn), and an ingress's ``handle`` — synchronous, writing to the durable inbox
+before it answers — runs on a worker thread. Connections are HTTP/1.1 keep-alive. Malformed requests get a 4xx,
+never a 5xx. uvicorn and Starlette are imported here only, so the CLI never pays for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from the_loop import events
+from the_loop.interfaces import WebhookIngress
+
+if TYPE_CHECKING:
+    from the_loop.interfaces import ServiceContext
+
+BODY_METHODS = ("POST", "PUT", "PATCH")
+GRACEFUL_SHUTDOWN_SECONDS = 10
+KEEP_ALIVE_SECONDS = 5
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def _reject(request: Request, status: int, reason: str, *, close: bool = False) -> JSONResponse:
+    events.emit(
+        "server.rejected",
+        level="warning",
+        status=status,
+        method=request.method,
+        path=request.url.path[:200],
+        reason=reason,
+    )
+    headers = {"connection": "close"} if close else None
+    return JSONResponse({"status": reason}, status_code=status, headers=headers)
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, cap: int, timeout: float) -> bytes | Response:
+    """The request body, or the 4xx response that refuses it."""
+    length = request.headers.get("content-length")
+    if length is None:
+        if request.method in BODY_METHODS or "transfer-encoding" in request.headers:
+            return _reject(request, 411, "length required", close=True)
+        return b""
+    if not length.isdigit():
+        return _reject(request, 400, "invalid content-length", close=True)
+    if int(length) > cap:
+        return _reject(request, 413, "body too large", close=True)
+    try:
+        return await asyncio.wait_for(_read_capped(request, cap), timeout)
+    except BodyTooLarge:
+        return _reject(request, 413, "body too large", close=True)
+    except TimeoutError:
+        return _reject(request, 408, "request body timeout", close=True)
+    except ClientDisconnect:
+        return _reject(request, 400, "client disconnected", close=True)
+
+
+def ingress_endpoint(ingress: WebhookIngress, cap: int, timeout: float) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        body = await read_body(request, cap, timeout)
+        if isinstance(body, Response):
+            return body
+        try:
+            answer = await run_in_threadpool(ingress.handle, request.headers, body)
+        except Exception as exc:  # an ingress bug, not the client's fault
+            events.emit(
+                "server.rejected",
+                level="error",
+                status=500,
+                path=ingress.path,
+                ingress=ingress.name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return JSONResponse({"status": "error"}, status_code=500)
+        return JSONResponse(dict(answer.body), status_code=answer.status)
+
+    return endpoint
+
+
+async def health(_request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def _not_found(request: Request, _exc: Exception) -> Response:
+    return _reject(request, 404, "not found")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 400
+    return _reject(request, status, "method not allowed" if status == 405 else "bad request")
+
+
+def build_app(ingresses: list[WebhookIngress], *, max_body_bytes: int, read_timeout: float) -> Starlette:
+    """The Starlette app: ``GET /health`` and each ingress's route (first one wins a path; /health is core's)."""
+    routes = [Route("/health", health, methods=["GET", "HEAD"])]
+    taken = {"/health": "core"}
+    for ingress in ingresses:
+        if ingress.path in taken:
+            events.emit(
+                "server.rejected",
+                level="warning",
+                reason="route taken",
+                path=ingress.path,
+                ingress=ingress.name,
+                holder=taken[ingress.path],
+            )
+            continue
+        taken[ingress.path] = ingress.name
+        endpoint = ingress_endpoint(ingress, max_body_bytes, read_timeout)
+        routes.append(Route(ingress.path, endpoint, methods=list(ingress.methods), name=ingress.name))
+    return Starlette(routes=routes, exception_handlers={404: _not_found, HTTPException: _http_error})
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Listen on ``host:port`` ourselves, so a taken port is one clear error before uvicorn starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio turns Nagle off only on sockets that say they are TCP, and with Nagle on
+    # a response's head and body wait out the client's delayed ACK (≈40 ms per request).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(server: uvicorn.Server, sock: socket.socket, ctx: ServiceContext, routes: list[str]) -> None:
+    """Serve until ``ctx.should_stop()`` (polled every 0.1 s), or right after start-up when ``ctx.once``."""
+
+    async def watch() -> None:
+        announced = False
+        while not server.should_exit:
+            if server.started and not announced:
+                announced = True
+                host, port = sock.getsockname()[:2]
+                events.emit("server.started", host=host, port=port, routes=routes)
+            if ctx.should_stop() or (ctx.once and server.started):
+                server.should_exit = True
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        watcher.cancel()
+
+
+def run_service(ctx: ServiceContext) -> None:
+    """The ``gh-webhook`` service's target: core's HTTP server with every installed webhook ingress."""
+    from the_loop.plugins import get_host
+
+    hook = ctx.config.core.webhooks.gh_webhook
+    ingresses = [item for item in get_host().ingresses(ctx.config) if isinstance(item, WebhookIngress)]
+    app = build_app(ingresses, max_body_bytes=hook.max_body_bytes, read_timeout=hook.request_timeout_seconds)
+    routes = [route.path for route in app.routes if isinstance(route, Route)]
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            http="h11",
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            limit_concurrency=hook.max_concurrency,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+    )
+    sock = bind(hook.host, hook.port)
+    try:
+        asyncio.run(serve(server, sock, ctx, routes))
+    finally:
+        sock.close()
+        events.emit("server.stopped", host=hook.host, port=hook.port)
