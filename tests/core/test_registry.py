@@ -21,7 +21,11 @@ def registry(tmp_path: Path) -> SessionRegistry:
 def test_update_creates_a_v2_record_with_the_seed_shape(registry: SessionRegistry) -> None:
     def spawn(record):
         record.sessions[REF] = Endpoint(
-            harness="claude", harness_session_id="abc", cwd="/w", created_at="t0", tmux_target="loop-github-octo-repo-15"
+            harness="claude",
+            harness_session_id="abc",
+            cwd="/w",
+            created_at="t0",
+            tmux_target="loop-github-octo-repo-15",
         )
 
     registry.update(REF, spawn)

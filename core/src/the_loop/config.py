@@ -294,6 +294,25 @@ def load_config(
     return loaded
 
 
+def secret_env_names(config: LoadedConfig) -> list[str]:
+    """Every environment variable the config names as holding a secret (never a value)."""
+    names = [config.core.webhooks.gh_webhook.secret_env]
+    for path, fields in config.secrets.items():
+        section = config.sections.get(path)
+        for dotted in fields:
+            value: Any = section
+            for part in dotted.split("."):
+                value = getattr(value, _snake(part), None)
+            names.extend([value] if isinstance(value, str) else list(value or []))
+    return [name for name in dict.fromkeys(names) if name]
+
+
+def _snake(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 def print_warnings(config: LoadedConfig) -> None:
     """Print each config warning once, on stderr."""
     for warning in dict.fromkeys(config.warnings):

@@ -129,6 +129,10 @@ class TmuxSection(Section):
     finish_grace_seconds: float = Field(300, ge=0)
     resume_probe_seconds: float = Field(2, ge=0)
     session_per_pr: Literal["never", "cross-repository", "always"] | bool = "cross-repository"
+    # New keys (not in the reference): the tmux server to use (`-L`; "" = the default server) and the bound on
+    # every tmux call, instead of the 30-minute dispatch timeout.
+    socket_name: str = Field("", pattern=r"^[A-Za-z0-9._-]*$")
+    command_timeout_seconds: float = Field(10, gt=0)
 
 
 class WebTerminalSection(Section):

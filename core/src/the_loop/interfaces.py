@@ -167,9 +167,15 @@ class Listener(abc.ABC):
 
 
 class TicketProvider(abc.ABC):
-    """Everything core asks of a ticket tracker for the refs of one scheme (``github``, ``jira``)."""
+    """Everything core asks of a ticket tracker for the refs of one scheme (``github``, ``jira``).
+
+    Core builds one per process with the loaded config; credentials are read from the environment at call time.
+    """
 
     scheme: ClassVar[str]
+
+    def __init__(self, config: LoadedConfig) -> None:
+        self.config = config
 
     def url(self, ref: WorkItemRef) -> str | None:
         """The work item's page, or None when none can be derived safely."""
@@ -205,6 +211,14 @@ class Channel(abc.ABC):
     """A conversation surface (Slack). Core owns bindings, cursors, the outbox and authorization."""
 
     name: ClassVar[str]
+
+    def __init__(self, config: LoadedConfig) -> None:
+        self.config = config
+
+    @classmethod
+    def enabled(cls, config: LoadedConfig) -> bool:
+        """Whether ``config`` turns this channel on (a channel that is installed is not necessarily used)."""
+        return False
 
     @abc.abstractmethod
     def open_conversation(self, ref: WorkItemRef, title: str) -> Mapping[str, Any]:
@@ -248,6 +262,9 @@ class HarnessAdapter(abc.ABC):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
 
+    def __init__(self, config: LoadedConfig) -> None:
+        self.config = config
+
     @abc.abstractmethod
     def fresh_argv(self, launch: Launch) -> list[str]:
         """The full argv (binary first) of a fresh conversation with ``launch.session_id``."""
@@ -256,7 +273,7 @@ class HarnessAdapter(abc.ABC):
     def resume_argv(self, launch: Launch) -> list[str]:
         """The full argv that resumes conversation ``launch.session_id``."""
 
-    def prepare(self, cwd: Path, config: LoadedConfig) -> list[str]:
+    def prepare(self, cwd: Path) -> list[str]:
         """Pre-spawn preparation of the harness's own config (trust, plugin enabling), called before every
         spawn and both halves of a respawn. Returns what it changed, for the event log."""
         return []

@@ -275,8 +275,10 @@ def tmux_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for name in ("TMUX", "TMUX_PANE"):  # never reach the tmux the tests may be running in
         monkeypatch.delenv(name, raising=False)
     runner = TmuxRunner(socket=f"the-loop-test-{secrets.token_hex(6)}", binary=real)
+    socket_file = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / runner.socket
     yield runner
     subprocess.run([real, "-L", runner.socket, "kill-server"], capture_output=True, timeout=10, check=False)
+    socket_file.unlink(missing_ok=True)  # tmux leaves its socket file behind
 
 
 @pytest.fixture

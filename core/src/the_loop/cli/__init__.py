@@ -47,6 +47,14 @@ CORE_COMMANDS: dict[str, Any] = {
         "_help": "Run one service in the foreground (what `start` spawns; the systemd/cron form).",
         "run": ("the_loop.cli.daemon:run", "Run SERVICE in this process until SIGTERM/SIGINT."),
     },
+    "sessions": {
+        "_help": "Start, steer, list and attach to work items' sessions.",
+        "start": ("the_loop.cli.sessions.start:start", "Arm a work item and start its session now."),
+        "say": ("the_loop.cli.sessions.say:say", "Paste text into a work item's session (as an event would)."),
+        "list": ("the_loop.cli.sessions.list:list_sessions", "List the sessions this machine holds."),
+        "attach": ("the_loop.cli.sessions.attach:attach", "Attach this terminal to a work item's tmux session."),
+        "register": ("the_loop.cli.sessions.register:register", "Record an existing conversation by hand."),
+    },
     "channels": {"_help": "Conversation channels (commands come from channel plugins)."},
 }
 

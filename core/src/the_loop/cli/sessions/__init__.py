@@ -1,0 +1,1 @@
+"""``the-loop sessions …``: start, steer, list, attach and register work items' sessions."""

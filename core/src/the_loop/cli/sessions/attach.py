@@ -1,0 +1,51 @@
+"""``the-loop sessions attach``: put this terminal on a work item's tmux session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from the_loop.cli._app import app
+from the_loop.cli.sessions._common import WORK_ITEM
+
+if TYPE_CHECKING:
+    from the_loop.refs import WorkItemRef
+
+
+@click.command()
+@WORK_ITEM
+@click.option("--read-only", is_flag=True, help="Watch without being able to type (tmux attach -r).")
+@click.pass_context
+def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool) -> None:
+    """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
+    from the_loop.daemon import TMUX_INSTALL
+    from the_loop.dispatcher import runner_for
+    from the_loop.registry import SessionRegistry
+
+    config = app(ctx).config(source="sessions")
+    record = SessionRegistry(config.state).load(str(ref))
+    own = record.own if record else None
+    if own is None:
+        click.echo(f"error: no session recorded for {ref}", err=True)
+        sys.exit(1)
+    if not own.tmux_target:
+        click.echo(f"error: no tmux session recorded yet for {ref}; its next event starts one", err=True)
+        sys.exit(1)
+    if own.status == "closed" and not read_only:
+        click.echo(f"note: the session of {ref} is closed; attaching read-only", err=True)
+        read_only = True
+    runner = runner_for(config)
+    if shutil.which(runner.binary) is None:
+        click.echo(f"error: missing dependency: tmux — {TMUX_INSTALL}", err=True)
+        sys.exit(2)
+    state = runner.probe(own.tmux_target)
+    if state == "absent":
+        click.echo(f"error: tmux session {own.tmux_target} not found (crashed or was killed)", err=True)
+        sys.exit(1)
+    argv = [*runner.command_prefix, "attach-session", *(["-r"] if read_only else []), "-t", f"={own.tmux_target}"]
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)

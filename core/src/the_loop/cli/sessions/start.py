@@ -1,0 +1,101 @@
+"""``the-loop sessions start``: arm a work item and spawn its session now, in this process."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from typing import TYPE_CHECKING
+
+import click
+
+from the_loop.cli._app import app
+from the_loop.cli.sessions._common import (
+    COMMENT_OPTION,
+    WORK_ITEM,
+    control_event,
+    operator,
+    record_control,
+    set_status,
+    ticket_comment,
+)
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.refs import WorkItemRef
+
+
+def arming_refusal(config: LoadedConfig, ref: WorkItemRef) -> str | None:
+    """Why ``routing.spawnOnUnmatched`` does not let this work item start, or None when it does."""
+    from the_loop.plugins import get_host
+
+    routing = config.core.routing
+    policy = routing.spawn_on_unmatched
+    if policy == "always":
+        return None
+    if policy == "never":
+        return "routing.spawnOnUnmatched is never: no work item can be started (set it to labeled or always)"
+    provider_cls = get_host().ticket_providers().get(ref.provider)
+    if provider_cls is None:
+        return f"cannot read the labels of {ref}: no ticketing provider for {ref.provider!r} is installed"
+    try:
+        labels = set(provider_cls(config).labels(ref))
+    except Exception as exc:
+        return f"cannot read the labels of {ref}: {exc}"
+    missing = [label for label in routing.auto_execute_labels if label not in labels]
+    if missing:
+        return f"{ref} does not carry the label(s) {', '.join(repr(m) for m in missing)} (routing.autoExecuteLabels)"
+    return None
+
+
+@click.command()
+@WORK_ITEM
+@COMMENT_OPTION
+@click.pass_context
+def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
+    """Arm REF and start its session (resume it if paused). Exit 0 once the session is registered."""
+    from the_loop import events, lifecycle
+    from the_loop.dispatcher import Dispatcher
+    from the_loop.models import WorkEvent
+    from the_loop.registry import SessionRegistry
+
+    config = app(ctx).config(source="sessions")
+    record = SessionRegistry(config.state).load(str(ref))
+    own = record.own if record else None
+    if own is not None and own.status in ("active", "paused"):
+        record_control(config, ref, "start")
+        if own.status == "paused":
+            set_status(config, ref, "active")
+            control_event(ref, "start", "resumed")
+            click.echo(f"resumed {ref} (tmux session {own.tmux_target or 'not spawned yet'})")
+        else:
+            control_event(ref, "start", "noop")
+            click.echo(f"{ref} already has a session: {own.tmux_target or '(no tmux session yet)'}")
+        return
+    refusal = arming_refusal(config, ref)
+    if refusal is None:
+        decision = lifecycle.decide("work_item_start", str(ref), {"source": "cli", "actor": operator()})
+        if decision.proceed is False:
+            refusal = f"a lifecycle hook refused the start: {decision.reason or 'no reason given'}"
+    if refusal is not None:
+        events.emit("control.rejected", work_items=[str(ref)], command="start", actor=operator(), reason=refusal)
+        click.echo(f"error: {refusal}", err=True)
+        sys.exit(1)
+    record_control(config, ref, "start")
+    event = WorkEvent(
+        delivery_id=f"cli-start-{uuid.uuid4()}",
+        work_item=str(ref),
+        text=f"{operator() or 'An operator'} started this work item from the command line (the-loop sessions start).",
+        spawn=True,
+        source="cli",
+        actor=operator(),
+    )
+    outcome = Dispatcher(config).dispatch(event)
+    if not outcome.ok:
+        control_event(ref, "start", "failed", error=outcome.error or outcome.reason)
+        click.echo(f"error: could not start {ref}: {outcome.error or outcome.reason}", err=True)
+        sys.exit(1)
+    control_event(ref, "start", "started", tmux_target=outcome.tmux_target)
+    click.echo(f"started {ref} in tmux session {outcome.tmux_target}")
+    click.echo(f"  watch: the-loop sessions attach --work-item {ref} --read-only")
+    if comment:
+        ticket_comment(config, ref, f"the-loop: {operator() or 'an operator'} started this work item from the CLI.")

@@ -1,0 +1,518 @@
+"""The dispatcher: the one place that wires a work event to a live session.
+
+For each :class:`~the_loop.models.WorkEvent` it decides, under the work item's cross-process lock: deliver into
+the live session, respawn a crashed one (resuming its conversation), spawn a first one, or drop the event with a
+machine-readable reason. Every decision writes one ``events.jsonl`` line.
+
+Outcomes are *settled* (done, or deliberately not done: never replayed) or *failed* (the delivery id is released so
+a redelivery or the next poll retries it). :class:`DispatchQueue` runs dispatches with one FIFO per work item and at
+most ``routing.maxConcurrentDispatches`` at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from the_loop import events, lifecycle
+from the_loop.harness import HarnessError, adapter_for, harness_args, launch_argv, spawn_workdir, valid_session_id
+from the_loop.interfaces import HarnessAdapter, Launch
+from the_loop.prompts import clean, load_template, render_spawn_prompt
+from the_loop.refs import parse_ref
+from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
+from the_loop.state import locked
+from the_loop.store import provider_url
+from the_loop.tmux import DeliveryError, SpawnError, TargetError, TmuxRunner
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.models import WorkEvent
+
+Status = Literal["delivered", "spawned", "respawned", "dropped", "failed"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a dispatch did. ``failed`` releases the delivery id for a retry when ``will_retry``."""
+
+    status: Status
+    reason: str = ""
+    error: str = ""
+    will_retry: bool = False
+    tmux_target: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("delivered", "spawned", "respawned")
+
+
+def runner_for(config: LoadedConfig) -> TmuxRunner:
+    """The tmux runner the config asks for, stripping every credential name the config declares."""
+    from the_loop.config import secret_env_names
+    from the_loop.tmux import CREDENTIAL_ENV_NAMES
+
+    tmux = config.core.routing.tmux
+    return TmuxRunner(
+        socket=tmux.socket_name or None,
+        timeout=tmux.command_timeout_seconds,
+        strip_env=tuple(dict.fromkeys([*CREDENTIAL_ENV_NAMES, *secret_env_names(config)])),
+    )
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        config: LoadedConfig,
+        *,
+        runner: TmuxRunner | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.routing = config.core.routing
+        self.runner = runner or runner_for(config)
+        self.registry = SessionRegistry(config.state)
+        self.sleep = sleep
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen_lock = threading.Lock()
+
+    # ---------------------------------------------------------------------------------------------- dedupe
+
+    def _claim(self, delivery_id: str) -> bool:
+        """Mark an id as in flight in this process (LRU of ``routing.dedupCacheSize``); false when already seen."""
+        with self._seen_lock:
+            if delivery_id in self._seen:
+                return False
+            self._seen[delivery_id] = None
+            while len(self._seen) > self.routing.dedup_cache_size:
+                self._seen.popitem(last=False)
+            return True
+
+    def _release(self, delivery_id: str) -> None:
+        with self._seen_lock:
+            self._seen.pop(delivery_id, None)
+
+    # ---------------------------------------------------------------------------------------------- entry
+
+    def dispatch(self, event: WorkEvent) -> Outcome:
+        """Decide and act on one event, holding the work item's lock across processes."""
+        if not self._claim(event.delivery_id):
+            return self._drop(event, "duplicate-delivery")
+        slug = parse_ref(event.work_item).slug
+        try:
+            with locked(self.config.state.lock_for(f"{slug}.dispatch")):
+                outcome = self._dispatch_locked(event)
+        except Exception as exc:  # a bug or an unexpected fault: never lose the event silently
+            events.emit(
+                "dispatch.error",
+                level="error",
+                work_item=event.work_item,
+                delivery_id=event.delivery_id,
+                error=f"{type(exc).__name__}: {exc}",
+                will_retry=True,
+            )
+            outcome = Outcome("failed", error=str(exc), will_retry=True)
+        if outcome.status == "failed" and outcome.will_retry:
+            self._release(event.delivery_id)
+        return outcome
+
+    def _dispatch_locked(self, event: WorkEvent) -> Outcome:
+        endpoint_ref = event.endpoint or event.work_item
+        record = self.registry.load(event.work_item)
+        endpoint = record.sessions.get(endpoint_ref) if record else None
+        if endpoint is not None and event.delivery_id in endpoint.recent_deliveries:
+            return self._drop(event, "already-processed")
+        if endpoint is None or endpoint.status == "closed":
+            if not event.spawn:
+                return self._drop(event, "no-session")
+            return self._spawn(event, endpoint_ref)
+        if endpoint.status == "paused":
+            return self._drop(event, "session-paused")
+        decision = lifecycle.decide("input_received", event.work_item, {"source": event.source, "kind": event.kind})
+        if decision.proceed is False:
+            return self._drop(event, "input-refused", detail=decision.reason)
+        text = clean(decision.text or event.text)
+        return self._deliver(event, endpoint_ref, endpoint, text)
+
+    # --------------------------------------------------------------------------------------------- deliver
+
+    def _deliver(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, text: str) -> Outcome:
+        if not endpoint.tmux_target:
+            return self._respawn(event, endpoint_ref, endpoint, text)
+        try:
+            self.runner.deliver(endpoint.tmux_target, text)
+        except DeliveryError as exc:
+            if exc.reason == "session_missing":
+                return self._respawn(event, endpoint_ref, endpoint, text)
+            return self._fail(event, str(exc), will_retry=True, tmux_target=endpoint.tmux_target)
+        except TargetError as exc:
+            return self._fail(event, str(exc), will_retry=False)
+        self._record_delivery(event, endpoint_ref)
+        events.emit(
+            "dispatch.succeeded",
+            work_item=event.work_item,
+            endpoint=endpoint_ref if endpoint_ref != event.work_item else None,
+            harness=endpoint.harness,
+            via="tmux",
+            delivery_id=event.delivery_id,
+            source=None,
+        )
+        return Outcome("delivered", tmux_target=endpoint.tmux_target)
+
+    def _record_delivery(self, event: WorkEvent, endpoint_ref: str) -> None:
+        def change(record: SessionRecord) -> None:
+            endpoint = record.sessions.get(endpoint_ref)
+            if endpoint is not None:
+                endpoint.last_event_at = now_iso()
+                endpoint.remember(event.delivery_id)
+
+        self.registry.update(event.work_item, change)
+
+    # --------------------------------------------------------------------------------------------- respawn
+
+    def _respawn(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, text: str) -> Outcome:
+        """The session is gone (or was never spawned): bring it back with ``text`` as its boot prompt, resuming
+        the recorded conversation when it can, and never over a live occupant."""
+        target = endpoint.tmux_target or parse_ref(endpoint_ref).tmux_name
+        if endpoint.tmux_target and self.runner.probe(target) == "live":
+            return self._averted(event, endpoint_ref, endpoint, target, text)
+        try:
+            adapter = adapter_for(endpoint.harness, self.config)
+        except HarnessError as exc:
+            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
+        cwd = endpoint.cwd or str(spawn_workdir(self.config))
+        resumed = False
+        session_id = endpoint.harness_session_id
+        if self.routing.tmux.resume_on_respawn and adapter.capabilities.can_resume and valid_session_id(session_id):
+            result = self._launch(event, adapter, target, cwd, session_id, text, resume=True)
+            if isinstance(result, Outcome):
+                return result
+            if result == "live":
+                resumed = True
+            else:
+                events.emit(
+                    "session.resume_failed",
+                    level="warning",
+                    work_item=event.work_item,
+                    harness=adapter.name,
+                    harness_session_id=session_id,
+                    error=result,
+                )
+                self.runner.kill(target)  # the dead resume pane; a live occupant is never reached here
+        else:
+            reason = (
+                "resume disabled (routing.tmux.resumeOnRespawn: false)"
+                if not self.routing.tmux.resume_on_respawn
+                else f"{adapter.name} cannot resume"
+                if not adapter.capabilities.can_resume
+                else "no valid recorded session id"
+            )
+            events.emit(
+                "session.resume_failed",
+                level="warning",
+                work_item=event.work_item,
+                harness=adapter.name,
+                harness_session_id=session_id or None,
+                error=reason,
+            )
+        if not resumed:
+            session_id = str(uuid.uuid4())
+            result = self._launch(event, adapter, target, cwd, session_id, text, resume=False)
+            if isinstance(result, Outcome):
+                return result
+
+        def change(record: SessionRecord) -> None:
+            current = record.sessions.get(endpoint_ref) or endpoint
+            current.harness_session_id = session_id
+            current.tmux_target = target
+            current.cwd = cwd
+            current.status = "active"
+            current.last_event_at = now_iso()
+            current.remember(event.delivery_id)
+            record.sessions[endpoint_ref] = current
+
+        self.registry.update(event.work_item, change)
+        events.emit(
+            "session.respawned",
+            work_item=event.work_item,
+            harness=adapter.name,
+            harness_session_id=session_id,
+            tmux_target=target,
+            delivery_id=event.delivery_id,
+            resumed=resumed,
+            runner="tmux",
+        )
+        return Outcome("respawned", tmux_target=target)
+
+    def _averted(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, target: str, text: str) -> Outcome:
+        """The name is held by a live pane: deliver into it instead of replacing it."""
+        try:
+            self.runner.deliver(target, text)
+        except (DeliveryError, TargetError) as exc:
+            return self._fail(event, str(exc), will_retry=True, tmux_target=target)
+        self._record_delivery(event, endpoint_ref)
+        events.emit(
+            "session.respawn_averted",
+            work_item=event.work_item,
+            harness=endpoint.harness,
+            tmux_target=target,
+            delivery_id=event.delivery_id,
+        )
+        return Outcome("delivered", tmux_target=target)
+
+    def _launch(
+        self,
+        event: WorkEvent,
+        adapter: HarnessAdapter,
+        target: str,
+        cwd: str,
+        session_id: str,
+        prompt: str,
+        *,
+        resume: bool,
+    ) -> Outcome | str:
+        """Prepare and start the harness in ``target``. Returns the probe after a resume (``live`` when it took,
+        else a reason), ``"live"`` for a fresh start, or an :class:`Outcome` when the dispatch must stop here."""
+        from pathlib import Path
+
+        args = harness_args(self.config, adapter.name)
+        launch = Launch(prompt=prompt, session_id=session_id, cwd=Path(cwd), args=args)
+        self._prepare(event, adapter, Path(cwd))
+        try:
+            argv = launch_argv(adapter, launch, resume=resume)
+        except HarnessError as exc:
+            if resume:
+                return str(exc)
+            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=True)
+        try:
+            result = self.runner.spawn(target, cwd, argv, env=self._session_env(event.work_item))
+        except (SpawnError, TargetError) as exc:
+            if resume:
+                return str(exc)
+            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=True)
+        if not result.spawned:
+            if result.occupant == "live":
+                return self._averted(event, event.endpoint or event.work_item, Endpoint(adapter.name), target, prompt)
+            events.emit(
+                "dispatch.dropped",
+                level="error",
+                work_item=event.work_item,
+                delivery_id=event.delivery_id,
+                reason="session-occupied",
+                tmux_target=target,
+                error=result.remedy,
+            )
+            return Outcome("dropped", reason="session-occupied", error=result.remedy, tmux_target=target)
+        if not resume:
+            return "live"
+        self.sleep(self.routing.tmux.resume_probe_seconds)
+        state = self.runner.probe(target)
+        return "live" if state == "live" else f"the resumed session is {state} after the probe"
+
+    def _prepare(self, event: WorkEvent, adapter: HarnessAdapter, cwd: object) -> None:
+        """The adapter's pre-spawn preparation; best-effort, the spawn proceeds either way."""
+        from pathlib import Path
+
+        try:
+            applied = adapter.prepare(Path(str(cwd)))
+        except Exception as exc:
+            events.emit(
+                "workspace.trust_failed",
+                level="warning",
+                work_item=event.work_item,
+                harness=adapter.name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return
+        if applied:
+            events.emit("workspace.trusted", work_item=event.work_item, harness=adapter.name, applied=applied)
+
+    def _session_env(self, work_item: str) -> dict[str, str]:
+        env = {"THE_LOOP_WORK_ITEM": work_item, "THE_LOOP_CLI_CONFIG": str(self.config.ref.path)}
+        return {key: value for key, value in env.items() if value}
+
+    # ---------------------------------------------------------------------------------------------- spawn
+
+    def _spawn(self, event: WorkEvent, endpoint_ref: str) -> Outcome:
+        """The first session of a work item: open its conversation, render the boot prompt, start the harness."""
+        ref = parse_ref(event.work_item)
+        harness_name = self.routing.default_harness
+        decision = lifecycle.decide("session_spawn", event.work_item, {"harness": harness_name})
+        if decision.proceed is False:
+            return self._drop(event, "hook-refused", detail=decision.reason)
+        self._open_channels(event)
+        try:
+            adapter = adapter_for(harness_name, self.config)
+        except HarnessError as exc:
+            return self._fail(event, str(exc), will_retry=False, spawn_failed=True)
+        cwd = spawn_workdir(self.config)
+        url = provider_url(ref, self.config) or ""
+        template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
+        prompt = decision.prompt or render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
+        session_id = str(uuid.uuid4())
+        target = ref.tmux_name
+        launch = Launch(prompt=prompt, session_id=session_id, cwd=cwd, args=harness_args(self.config, adapter.name))
+        self._prepare(event, adapter, cwd)
+        try:
+            argv = launch_argv(adapter, launch, resume=False)
+            result = self.runner.spawn(target, cwd, argv, env=self._session_env(event.work_item))
+        except (HarnessError, SpawnError) as exc:
+            return self._fail(event, str(exc), will_retry=True, tmux_target=target, spawn_failed=True)
+        if not result.spawned:
+            return self._fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=True)
+
+        def change(record: SessionRecord) -> None:
+            record.sessions[endpoint_ref] = Endpoint(
+                harness=adapter.name,
+                harness_session_id=session_id,
+                cwd=str(cwd),
+                status="active",
+                created_at=now_iso(),
+                last_event_at=now_iso(),
+                tmux_target=target,
+                harness_args=list(launch.args),
+                recent_deliveries=[event.delivery_id],
+            )
+
+        self.registry.update(event.work_item, change)
+        events.emit(
+            "session.spawned",
+            work_item=event.work_item,
+            harness=adapter.name,
+            harness_session_id=session_id,
+            tmux_target=target,
+            delivery_id=event.delivery_id,
+            harness_args=list(launch.args) or None,
+            runner="tmux",
+        )
+        spawned = lifecycle.decide("session_spawned", event.work_item, {"tmux_target": target})
+        if spawned.announce is not False and self.routing.announce.enabled:
+            self._announce(event.work_item, adapter.name, target)
+        return Outcome("spawned", tmux_target=target)
+
+    def _open_channels(self, event: WorkEvent) -> None:
+        """Ask each enabled channel to open the work item's conversation first; a failure never stops the spawn."""
+        from the_loop.plugins import get_host
+
+        for name, cls in get_host().channels().items():
+            try:
+                if cls.enabled(self.config):
+                    cls(self.config).open_conversation(parse_ref(event.work_item), event.work_item)
+            except Exception as exc:
+                events.emit(
+                    "channel.open_failed",
+                    level="warning",
+                    work_item=event.work_item,
+                    channel=name,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+
+    def _announce(self, work_item: str, harness: str, target: str) -> None:
+        """One self-marked comment with the attach commands, built from registry fields only; best-effort."""
+        from the_loop.plugins import get_host
+
+        ref = parse_ref(work_item)
+        provider_cls = get_host().ticket_providers().get(ref.provider)
+        if provider_cls is None:
+            return  # no ticketing provider for this scheme: nothing to announce on
+        tmux = " ".join(self.runner.command_prefix)
+        body = (
+            f"the-loop started a {harness} session for {work_item}.\n\n"
+            f"Watch or steer it on the host running the-loop:\n\n"
+            f"    {tmux} attach -t {target}\n"
+            f"    the-loop sessions attach --work-item {work_item} --read-only\n"
+        )
+        try:
+            provider = provider_cls(self.config)
+            provider.post_comment(ref, provider.mark(body))
+        except Exception as exc:
+            events.emit(
+                "session.announce_failed",
+                level="warning",
+                work_item=work_item,
+                tmux_target=target,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return
+        events.emit("session.announced", work_item=work_item, tmux_target=target)
+
+    # -------------------------------------------------------------------------------------------- outcomes
+
+    def _drop(self, event: WorkEvent, reason: str, detail: str = "") -> Outcome:
+        level = "debug" if reason in ("duplicate-delivery", "already-processed") else "info"
+        events.emit(
+            "dispatch.dropped",
+            level=level,
+            work_item=event.work_item,
+            delivery_id=event.delivery_id,
+            reason=reason,
+            detail=detail or None,
+        )
+        return Outcome("dropped", reason=reason, error=detail)
+
+    def _fail(
+        self, event: WorkEvent, error: str, *, will_retry: bool, tmux_target: str = "", spawn_failed: bool = False
+    ) -> Outcome:
+        if spawn_failed:
+            events.emit(
+                "session.spawn_failed",
+                level="error",
+                work_item=event.work_item,
+                error=error,
+                will_retry=will_retry,
+                tmux_target=tmux_target or None,
+            )
+        events.emit(
+            "dispatch.failed",
+            level="error",
+            work_item=event.work_item,
+            delivery_id=event.delivery_id,
+            error=error,
+            will_retry=will_retry,
+        )
+        return Outcome("failed", error=error, will_retry=will_retry, tmux_target=tmux_target)
+
+
+class DispatchQueue:
+    """One FIFO per work item, served by one worker at a time, at most ``routing.maxConcurrentDispatches`` items
+    in flight. ``submit`` returns a future of the event's :class:`Outcome`."""
+
+    def __init__(self, dispatcher: Dispatcher, max_workers: int | None = None) -> None:
+        self.dispatcher = dispatcher
+        self._pool = ThreadPoolExecutor(max_workers=max_workers or dispatcher.routing.max_concurrent_dispatches)
+        self._queues: dict[str, deque[tuple[WorkEvent, Future[Outcome]]]] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, event: WorkEvent) -> Future[Outcome]:
+        future: Future[Outcome] = Future()
+        with self._lock:
+            queue = self._queues.get(event.work_item)
+            start = queue is None
+            if queue is None:
+                queue = self._queues[event.work_item] = deque()
+            queue.append((event, future))
+        events.emit("dispatch.queued", work_item=event.work_item, delivery_id=event.delivery_id, spawn=event.spawn)
+        if start:
+            self._pool.submit(self._drain, event.work_item)
+        return future
+
+    def _drain(self, work_item: str) -> None:
+        while True:
+            with self._lock:
+                queue = self._queues[work_item]
+                if not queue:
+                    del self._queues[work_item]
+                    return
+                event, future = queue.popleft()
+            try:
+                future.set_result(self.dispatcher.dispatch(event))
+            except Exception as exc:  # dispatch() already contains its faults; this is belt and braces
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,60 @@
+"""Core's side of the harness contract: find the adapter, check what it can do, build a launch safely."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from the_loop.interfaces import HarnessAdapter, Launch
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class HarnessError(Exception):
+    """A harness that cannot be used for this spawn; the message names it and says why."""
+
+
+def valid_session_id(session_id: str) -> bool:
+    """A conversation id safe to put in an argv (a ``--flag`` can never pose as one)."""
+    return bool(SESSION_ID.match(session_id))
+
+
+def adapter_for(name: str, config: LoadedConfig) -> HarnessAdapter:
+    """The installed adapter called ``name``, ready for a tmux-hosted session, or :class:`HarnessError`."""
+    from the_loop.plugins import get_host
+
+    adapters = get_host().harnesses()
+    cls = adapters.get(name)
+    if cls is None:
+        installed = ", ".join(sorted(adapters)) or "none"
+        raise HarnessError(f"harness {name!r} is not installed (installed: {installed})")
+    if not cls.capabilities.tmux_hostable or not cls.capabilities.preassigned_session_id:
+        raise HarnessError(f"harness {name!r} cannot be hosted in tmux: it has no pre-assignable session id")
+    return cls(config)
+
+
+def launch_argv(adapter: HarnessAdapter, launch: Launch, *, resume: bool) -> list[str]:
+    """The adapter's argv, checked: its binary is on PATH and the prompt is its last element."""
+    if resume and not valid_session_id(launch.session_id):
+        raise HarnessError(f"recorded session id {launch.session_id!r} is not a valid conversation id")
+    argv = adapter.resume_argv(launch) if resume else adapter.fresh_argv(launch)
+    if not argv or shutil.which(argv[0]) is None:
+        binary = argv[0] if argv else "(none)"
+        raise HarnessError(f"harness CLI {binary!r} not found on PATH")
+    return argv
+
+
+def harness_args(config: LoadedConfig, name: str) -> tuple[str, ...]:
+    return tuple(config.core.routing.harness_args.get(name, ()))
+
+
+def spawn_workdir(config: LoadedConfig) -> Path:
+    """``routing.spawnWorkdir``, a relative one anchored like ``state.root`` (beside the config file)."""
+    from the_loop.config import state_root_for
+
+    return state_root_for(config.ref.path, config.core.routing.spawn_workdir)
