@@ -237,16 +237,7 @@ class Dispatcher:
             record.sessions[endpoint_ref] = current
 
         self.registry.update(event.work_item, change)
-        events.emit(
-            "session.respawned",
-            work_item=event.work_item,
-            harness=adapter.name,
-            harness_session_id=session_id,
-            tmux_target=target,
-            delivery_id=event.delivery_id,
-            resumed=resumed,
-            runner="tmux",
-        )
+        events.emit("session.respawned", resumed=resumed, **_session_fields(event, adapter.name, session_id, target))
         return Outcome("respawned", tmux_target=target)
 
     def _averted(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, target: str, text: str) -> Outcome:
@@ -382,13 +373,8 @@ class Dispatcher:
         self.registry.update(event.work_item, change)
         events.emit(
             "session.spawned",
-            work_item=event.work_item,
-            harness=adapter.name,
-            harness_session_id=session_id,
-            tmux_target=target,
-            delivery_id=event.delivery_id,
             harness_args=list(launch.args) or None,
-            runner="tmux",
+            **_session_fields(event, adapter.name, session_id, target),
         )
         spawned = lifecycle.decide("session_spawned", event.work_item, {"tmux_target": target})
         if spawned.announce is not False and self.routing.announce.enabled:
@@ -476,6 +462,18 @@ class Dispatcher:
             will_retry=will_retry,
         )
         return Outcome("failed", error=error, will_retry=will_retry, tmux_target=tmux_target)
+
+
+def _session_fields(event: WorkEvent, harness: str, session_id: str, target: str) -> dict[str, object]:
+    """What ``session.spawned`` and ``session.respawned`` both say."""
+    return {
+        "work_item": event.work_item,
+        "harness": harness,
+        "harness_session_id": session_id,
+        "tmux_target": target,
+        "delivery_id": event.delivery_id,
+        "runner": "tmux",
+    }
 
 
 class DispatchQueue:

@@ -77,3 +77,20 @@ FORMAT_OPTION = click.option(
     show_default=True,
     help="Output format; json prints one document on stdout.",
 )
+
+
+def config_path_option(help_text: str) -> Any:
+    """``--path``: a config file other than the one the-loop would read (``init``, ``migrate-config``)."""
+    from pathlib import Path
+
+    return click.option(
+        "--path",
+        "target",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"{help_text} (default: the config path the-loop would read).",
+    )
+
+
+def target_config_path(ctx: click.Context, target: Any) -> Any:
+    """The ``--path`` given, made absolute, or the config path the-loop would read."""
+    return target.expanduser().absolute() if target is not None else app(ctx).config_ref().path

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from the_loop.cli._app import app
+from the_loop.cli._app import config_path_option, target_config_path
 
 STARTER = """\
 # the-loop configuration for this machine: which ingresses run, how work is routed, where state lives.
@@ -65,12 +65,7 @@ version: "{version}"
 
 
 @click.command()
-@click.option(
-    "--path",
-    "target",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Where to write (default: the config path the-loop would read).",
-)
+@config_path_option("Where to write")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.pass_context
 def init(ctx: click.Context, target: Path | None, force: bool) -> None:
@@ -78,7 +73,7 @@ def init(ctx: click.Context, target: Path | None, force: bool) -> None:
     from the_loop.config_models import CURRENT_CONFIG_VERSION
     from the_loop.state import atomic_write_bytes
 
-    path = target.expanduser().absolute() if target is not None else app(ctx).config_ref().path
+    path = target_config_path(ctx, target)
     if path.exists() and not force:
         click.echo(f"error: {path} already exists; pass --force to overwrite it", err=True)
         sys.exit(2)

@@ -14,16 +14,11 @@ from typing import Any
 
 import click
 
-from the_loop.cli._app import app
+from the_loop.cli._app import config_path_option, target_config_path
 
 
 @click.command()
-@click.option(
-    "--path",
-    "target",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The config file to migrate (default: the config path the-loop would read).",
-)
+@config_path_option("The config file to migrate")
 @click.option("--dry-run", is_flag=True, help="Print the changes and the migrated YAML; write nothing.")
 @click.pass_context
 def migrate_config(ctx: click.Context, target: Path | None, dry_run: bool) -> None:
@@ -33,7 +28,7 @@ def migrate_config(ctx: click.Context, target: Path | None, dry_run: bool) -> No
     from the_loop.config_models import CURRENT_CONFIG_VERSION
     from the_loop.migrations import apply_rules
 
-    path = target.expanduser().absolute() if target is not None else app(ctx).config_ref().path
+    path = target_config_path(ctx, target)
     old_text = _read(path)
     yaml = _round_trip()
     doc = _parse(yaml, old_text, path)
