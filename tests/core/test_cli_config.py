@@ -495,10 +495,9 @@ def loop_register_harnesses():
     "enabler",
     [
         "routing: {enabled: true, ",
-        "webhooks: {ghWebhook: {enabled: true}}\nrouting: {",
-        "polling: {enabled: true}\nrouting: {",
+        "webhooks: {ghWebhook: {enabled: true, allowUnsigned: true}}\nrouting: {enabled: true, ",
     ],
-    ids=["routing", "gh-webhook", "poller"],
+    ids=["routing", "routing-with-receiver"],
 )
 def test_validate_refuses_a_default_harness_that_cannot_route(
     loop_env: LoopEnv, harness: str, reason: str, enabler: str

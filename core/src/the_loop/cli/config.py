@@ -22,19 +22,13 @@ if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
 
-def _uses_routing(config: LoadedConfig) -> bool:
-    """Decision 8: the default harness must exist when routing is on or a routing service is enabled."""
-    core = config.core
-    return core.routing.enabled or core.webhooks.gh_webhook.enabled or core.polling.enabled
-
-
 @click.command()
 @FORMAT_OPTION
 @click.pass_context
 def validate(ctx: click.Context, output_format: str) -> None:
     """Check the config; exit 2 on an error, 1 on unknown keys."""
     from the_loop.config import ConfigError
-    from the_loop.default_plugins.core import harness_problems
+    from the_loop.default_plugins.core import config_problems, harness_problems
 
     context = app(ctx)
     ref = context.config_ref()
@@ -46,12 +40,12 @@ def validate(ctx: click.Context, output_format: str) -> None:
         raise
 
     warnings = [w for w in dict.fromkeys(config.warnings) if not w.startswith("config: unknown key ")]
-    problems: list[str] = []
-    for problem in harness_problems(config):
-        if _uses_routing(config):
-            problems.append(problem)
-        else:
-            warnings.append(f"{problem} (not needed until routing, the webhook receiver or the poller is enabled)")
+    problems = config_problems(config)
+    warnings += [
+        f"{problem} (needed once routing.enabled is true)"
+        for problem in harness_problems(config)
+        if problem not in problems
+    ]
 
     if output_format == "json":
         print_json(_report(str(ref.path), str(config.state.root), warnings, config.unknown_keys, problems))

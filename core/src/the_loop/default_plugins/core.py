@@ -48,10 +48,6 @@ def harness_problems(config: LoadedConfig) -> list[str]:
     return []
 
 
-def _routing_problems(config: LoadedConfig) -> list[str]:
-    return harness_problems(config) if config.core.routing.enabled else []
-
-
 def webhook_problems(config: LoadedConfig) -> list[str]:
     hook = config.core.webhooks.gh_webhook
     problems = []
@@ -60,7 +56,7 @@ def webhook_problems(config: LoadedConfig) -> list[str]:
             f"{hook.secret_env} is not set (webhooks.ghWebhook.secretEnv; unsigned deliveries are refused "
             "unless webhooks.ghWebhook.allowUnsigned: true)"
         )
-    return problems + _routing_problems(config)
+    return problems + routing_problems(config)
 
 
 def poller_problems(config: LoadedConfig) -> list[str]:
@@ -76,7 +72,26 @@ def poller_problems(config: LoadedConfig) -> list[str]:
         for index, source in enumerate(polling.sources)
         if source.provider not in installed
     ]
-    return problems + _routing_problems(config)
+    return problems + routing_problems(config)
+
+
+def routing_problems(config: LoadedConfig) -> list[str]:
+    """Decision 8, for the routing services: while ``routing.enabled`` they spawn sessions, so the default harness
+    must be an installed tmux-hostable adapter. With routing off they only accept and log events."""
+    return harness_problems(config) if config.core.routing.enabled else []
+
+
+def config_problems(config: LoadedConfig) -> list[str]:
+    """What stops the enabled services from running (``config validate`` exits 2 on any): the webhook secret,
+    the poll sources and, while ``routing.enabled``, the default harness (decision 8)."""
+    core = config.core
+    problems: list[str] = []
+    if core.webhooks.gh_webhook.enabled:
+        problems += webhook_problems(config)
+    if core.polling.enabled:
+        problems += poller_problems(config)
+    problems += routing_problems(config)
+    return list(dict.fromkeys(problems))
 
 
 @hookimpl
