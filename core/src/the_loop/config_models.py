@@ -118,6 +118,9 @@ class WorkspaceSection(Section):
     default_host: str = "github.com"
     keep_checkout_on_close: bool = False
     git_binary: str = "git"
+    # New key (not in the reference): a base URL standing in for https://<host> in clone URLs (a mirror, or a
+    # file:// directory of bare repositories in tests); "" derives the URL from the host and cloneProtocol.
+    clone_url_base: str = Field("", pattern=r"^$|^(https?|ssh|file)://\S+$|^git@[A-Za-z0-9.-]+:\S*$")
 
 
 class TmuxSection(Section):

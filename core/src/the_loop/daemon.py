@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
 TMUX_INSTALL = (
-    "install it: sudo apt-get install tmux (Debian/Ubuntu) · brew install tmux (macOS) · "
-    "sudo dnf install tmux (Fedora/RHEL)"
+    "install it (sudo apt-get install tmux on Debian/Ubuntu · brew install tmux on macOS · "
+    "sudo dnf install tmux on Fedora/RHEL)"
 )
 
 
@@ -44,11 +44,16 @@ class StopFlag:
         self.stopping = True
 
 
-def preflight(config: LoadedConfig) -> list[str]:
+def preflight(config: LoadedConfig, service: str = "") -> list[str]:
     """Dependencies a service needs on this machine; silent when satisfied."""
+    from the_loop.webterminal import INGRESS_SERVICES, TTYD_INSTALL
+
     missing = []
-    if config.core.routing.enabled and shutil.which("tmux") is None:
-        missing.append(f"tmux is not on PATH (routing.enabled: true hosts every session in tmux); {TMUX_INSTALL}")
+    web_terminal = config.core.routing.web_terminal.enabled and service in INGRESS_SERVICES
+    if (config.core.routing.enabled or web_terminal) and shutil.which("tmux") is None:
+        missing.append(f"missing dependency: tmux — {TMUX_INSTALL}")
+    if web_terminal and shutil.which("ttyd") is None:
+        missing.append(f"missing dependency: ttyd — {TTYD_INSTALL} (routing.webTerminal.enabled: true)")
     return missing
 
 
@@ -74,8 +79,9 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
         return 2
     if not spec.enabled:
         return _refuse(name, [f"it is disabled ({spec.enabled_by} is false)"])
-    if spec.problems or preflight(config):
-        return _refuse(name, [*spec.problems, *preflight(config)])
+    missing = preflight(config, name)
+    if spec.problems or missing:
+        return _refuse(name, [*spec.problems, *missing])
 
     try:
         stale = runlock.remove_stale(spec.pidfile)
@@ -104,7 +110,10 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     print(f"{name}: started (pid {os.getpid()}; config {config.ref.path})", file=sys.stderr, flush=True)
     code = 0
     try:
-        _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
+        from the_loop.webterminal import serving
+
+        with serving(config, name):  # routing.webTerminal: a ttyd child for as long as an ingress runs
+            _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
     except Exception as exc:
         code = 1
         traceback.print_exc()

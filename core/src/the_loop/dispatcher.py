@@ -332,6 +332,9 @@ class Dispatcher:
     def _spawn(self, event: WorkEvent, endpoint_ref: str) -> Outcome:
         """The first session of a work item: open its conversation, render the boot prompt, start the harness."""
         ref = parse_ref(event.work_item)
+        disarmed = self._disarmed_by(event)
+        if disarmed:
+            return self._drop(event, "awaiting-start", detail=f"the last control command is {disarmed}")
         harness_name = self.routing.default_harness
         decision = lifecycle.decide("session_spawn", event.work_item, {"harness": harness_name})
         if decision.proceed is False:
@@ -341,7 +344,12 @@ class Dispatcher:
             adapter = adapter_for(harness_name, self.config)
         except HarnessError as exc:
             return self._fail(event, str(exc), will_retry=False, spawn_failed=True)
-        cwd = spawn_workdir(self.config)
+        from the_loop import workspace
+
+        try:  # the work item's checkout when routing.workspace.root is set, else routing.spawnWorkdir
+            cwd = workspace.spawn_cwd(self.config, ref).path
+        except workspace.WorkspaceError as exc:
+            return self._fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=True)
         url = provider_url(ref, self.config) or ""
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
         prompt = decision.prompt or render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
@@ -380,6 +388,15 @@ class Dispatcher:
         if spawned.announce is not False and self.routing.announce.enabled:
             self._announce(event.work_item, adapter.name, target)
         return Outcome("spawned", tmux_target=target)
+
+    def _disarmed_by(self, event: WorkEvent) -> str:
+        """The portable control command that disarms the item (stop, cleanup; see the_loop.closing), or ""."""
+        from the_loop.closing import DISARMING
+        from the_loop.store import WorkItemStore
+
+        control = (WorkItemStore(self.config.state, config=self.config).read(event.work_item) or {}).get("control")
+        command = control.get("command") if isinstance(control, dict) else None
+        return command if command in DISARMING else ""
 
     def _open_channels(self, event: WorkEvent) -> None:
         """Ask each enabled channel to open the work item's conversation first; a failure never stops the spawn."""

@@ -93,6 +93,19 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "inodes and mtimes describe this machine's files; rebuilt from portable/ when missing",
     ),
     GeneratedPath(
+        "local/inbox/",
+        False,
+        "the durable inbox: one file per accepted delivery, named in arrival order, until the worker settles it; "
+        "completed.jsonl, the keys settled last",
+        "what this machine accepted and still owes a dispatch; replaying it elsewhere would deliver twice",
+    ),
+    GeneratedPath(
+        "local/inbox/abandoned/",
+        False,
+        "inbox entries that failed every attempt, kept with their last error",
+        "kept for a person to inspect on this machine; never replayed",
+    ),
+    GeneratedPath(
         "logs/events.jsonl",
         False,
         "the decision trail: one JSON object per decision, drops with a machine-readable reason",
@@ -190,6 +203,10 @@ class StateLayout:
     @property
     def index_cache_path(self) -> Path:
         return self.root / "local" / "index-cache.json"
+
+    @property
+    def inbox_dir(self) -> Path:
+        return self.root / "local" / "inbox"
 
     @property
     def marker_path(self) -> Path:
