@@ -9,12 +9,18 @@ limits to about 16 KB.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from string import Template
 
 BOOT_PROMPT_CAP = 12 * 1024
+FIELD_CAP = 3500  # one free-text field of an excerpt (a comment body, a check summary)
+EXCERPT_CAP = 4000  # the whole excerpt, as JSON
+FREE_TEXT = frozenset({"body", "description", "summary"})
+TRUNCATED = "… (truncated)"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
@@ -45,3 +51,63 @@ def render_spawn_prompt(template: str, *, work_item: str, url: str, event: str) 
     room = max(BOOT_PROMPT_CAP - len(skeleton.encode()), 512)
     text = Template(template).safe_substitute(work_item=work_item, url=url or "no link", event=cap(clean(event), room))
     return cap(clean(text).strip(), BOOT_PROMPT_CAP)
+
+
+def _capped(value: object, budget: int) -> object:
+    if isinstance(value, Mapping):
+        return {
+            key: (_cap_text(item, budget) if key in FREE_TEXT else _capped(item, budget)) for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_capped(item, budget) for item in value]
+    return value
+
+
+def _cap_text(value: object, budget: int) -> object:
+    if isinstance(value, str) and len(value) > budget:
+        return value[: max(budget - len(TRUNCATED), 0)] + TRUNCATED
+    return _capped(value, budget)
+
+
+def render_excerpt(excerpt: Mapping[str, object]) -> str:
+    """The allow-listed excerpt as JSON: free-text fields capped at :data:`FIELD_CAP`, the whole under
+    :data:`EXCERPT_CAP` by halving the text budget, so it always parses. JSON keeps each untrusted string on one line
+    with control bytes escaped (``\\u001b``): it cannot close the fence or drive the terminal."""
+    budget = FIELD_CAP
+    while True:
+        text = json.dumps(_capped(excerpt, budget), indent=2, ensure_ascii=False)
+        text = _CONTROL_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        if len(text) <= EXCERPT_CAP or budget <= 16:
+            return text
+        budget //= 2
+
+
+# json.dumps(ensure_ascii=False) escapes C0 controls but leaves DEL and C1 controls raw.
+_CONTROL_IN_JSON = re.compile(r"[\x7f-\x9f]")
+
+
+def render_event_prompt(
+    template: str,
+    *,
+    source: str,
+    work_item: str,
+    event: str,
+    action: str,
+    repository: str,
+    delivery_id: str,
+    excerpt: Mapping[str, object],
+) -> str:
+    """The prompt pasted into a live session for one event. Every substitution but the JSON excerpt is cleaned."""
+    values = {
+        "event_source": source,
+        "work_item": work_item,
+        "event": event,
+        "action": action or "-",
+        "repository": repository or "-",
+        "delivery_id": delivery_id or "-",
+    }
+    values = {key: _PASTE_MARKERS.sub("", clean(value)).replace("\n", " ") for key, value in values.items()}
+    return Template(template).safe_substitute(values, payload_excerpt=render_excerpt(excerpt)).strip()
+
+
+_PASTE_MARKERS = re.compile(r"\[20[01]~")
