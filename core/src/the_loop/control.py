@@ -9,8 +9,13 @@ and further keywords count only at the start of a line; a keyword must not run o
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.refs import WorkItemRef
 
 COMMANDS = ("start", "stop", "pause", "resume", "cleanup")
 
@@ -62,3 +67,101 @@ def parse(body: str | None, configured: Mapping[str, str] | None = None) -> Cont
     if not found:
         return ControlParse()
     return ControlParse(command=found[0] if len(found) == 1 else None, commands=tuple(found))
+
+
+# ------------------------------------------------------------------------------------------- recording and status
+
+
+def record(config: LoadedConfig, ref: WorkItemRef, command: str, *, source: str, actor: str, note: str = "") -> None:
+    """Write the portable ``control`` section: what an authorized person last asked for this work item (seed 004).
+    It is what keeps an armed item armed across a restart, and what lets a stop durably disarm it."""
+    from the_loop.registry import now_iso
+    from the_loop.store import WorkItemStore
+
+    control = {
+        "command": command,
+        "source": source,
+        "actor": actor,
+        "requestedAt": now_iso(),
+        "note": note,
+        "instance": "",
+    }
+    WorkItemStore(config.state, config=config).update_section(ref, "control", control)
+
+
+def recorded(config: LoadedConfig, ref: WorkItemRef) -> str:
+    """The last control command recorded for ``ref`` ("" when none; an unreadable record reads as none)."""
+    from the_loop.store import WorkItemStore
+
+    control = (WorkItemStore(config.state, config=config).read(ref) or {}).get("control")
+    return str(control.get("command", "")) if isinstance(control, dict) else ""
+
+
+def set_session_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> bool:
+    """Flip the work item's own session to ``status`` (pause and resume touch nothing else, tmux included).
+    False when there is no live session to flip."""
+    from the_loop import events
+    from the_loop.registry import SessionRecord, SessionRegistry
+
+    changed = False
+
+    def change(record: SessionRecord) -> None:
+        nonlocal changed
+        own = record.own
+        if own is not None and own.live and own.status != status:
+            own.status = status  # type: ignore[assignment]
+            changed = True
+
+    registry = SessionRegistry(config.state)
+    if registry.load(str(ref)) is None:
+        return False
+    registry.update(str(ref), change)
+    if changed and status == "paused":
+        events.emit("session.paused", work_item=str(ref))
+    elif changed:
+        events.emit("session.resumed", work_item=str(ref))
+    return changed
+
+
+def arming_refusal(config: LoadedConfig, ref: WorkItemRef, labels: Iterable[str] | None = None) -> str | None:
+    """Why ``routing.spawnOnUnmatched`` does not arm ``ref`` (A §2.7 S1), or None when it does.
+
+    ``labels`` are the item's current labels when the event carries them (so a comment event works); otherwise they
+    are read through the ref's ticketing provider. With ``labeled`` every ``routing.autoExecuteLabels`` label is
+    required, and an empty list arms nothing (issue-381).
+    """
+    routing = config.core.routing
+    policy = routing.spawn_on_unmatched
+    if policy == "always":
+        return None
+    if policy == "never":
+        return "routing.spawnOnUnmatched is never: no work item can be started (set it to labeled or always)"
+    if not routing.auto_execute_labels:
+        return "routing.autoExecuteLabels is empty: no label arms a work item"
+    if labels is None:
+        from the_loop.plugins import get_host
+
+        provider_cls = get_host().ticket_providers().get(ref.provider)
+        if provider_cls is None:
+            return f"cannot read the labels of {ref}: no ticketing provider for {ref.provider!r} is installed"
+        try:
+            labels = provider_cls(config).labels(ref)
+        except Exception as exc:
+            return f"cannot read the labels of {ref}: {exc}"
+    present = set(labels)
+    missing = [label for label in routing.auto_execute_labels if label not in present]
+    if missing:
+        return f"{ref} does not carry the label(s) {', '.join(repr(m) for m in missing)} (routing.autoExecuteLabels)"
+    return None
+
+
+def post_marked(config: LoadedConfig, ref: WorkItemRef, text: str) -> str | None:
+    """Post a self-marked comment on ``ref`` through its ticketing provider; the comment id, or None when no
+    provider for its scheme is installed. Raises what the provider raises."""
+    from the_loop.plugins import get_host
+
+    provider_cls = get_host().ticket_providers().get(ref.provider)
+    if provider_cls is None:
+        return None
+    provider = provider_cls(config)
+    return provider.post_comment(ref, provider.mark(text))

@@ -195,6 +195,11 @@ class TicketProvider(abc.ABC):
     @abc.abstractmethod
     def labels(self, ref: WorkItemRef) -> list[str]: ...
 
+    def react(self, ack: Mapping[str, str], reaction: str) -> None:
+        """Put ``reaction`` (``eyes``, ``hooray``, …) on the object ``ack`` names (an event's ``ack``); best-effort,
+        may raise. Trackers without reactions do nothing."""
+        return None
+
     @abc.abstractmethod
     def is_self_authored(self, text: str) -> bool:
         """True when ``text`` carries the-loop's self marker."""

@@ -8,7 +8,7 @@ CLI's fast paths) and are re-exported here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,22 +42,36 @@ class Actor(BaseModel):
 
 
 class InboundEvent(BaseModel):
-    """One provider object, normalized. ``dedupe_key`` is the same whichever ingress saw it (decision 6)."""
+    """One provider object, normalized by its ingress; the router reads nothing else.
+
+    ``dedupe_key`` is the same whichever ingress saw the object (decision 6: ``github:comment:<node_id>``, …; the
+    provider's delivery id for events with no object of their own). ``entity`` is the ref of the issue or pull request
+    the event is on; ``work_items`` the candidate refs it may belong to, best first (the entity itself last — linkage
+    adds the issues a pull request delivers). ``excerpt`` is the provider's allow-listed view for the prompt (never the
+    raw payload); ``ack`` is opaque to core and handed back to the provider for reactions.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     dedupe_key: str = Field(min_length=1)
+    delivery_id: str = Field(min_length=1)
     provider: str
     transport: Literal["webhook", "poll", "socket", "cli"]
-    kind: EventKind
+    event: str
     action: str = ""
+    kind: EventKind
     repository: str = ""
     actor: Actor | None = None
     body: str | None = None
-    work_items: tuple[str, ...] = ()
     entity: str | None = None
+    work_items: tuple[str, ...] = ()
+    pull_request: str | None = None
     labels: tuple[str, ...] = ()
-    excerpt: dict[str, str] = Field(default_factory=dict)
+    label_added: str | None = None
+    closed: Literal["issue-closed", "pr-merged", "pr-closed"] | None = None
+    url: str = ""
+    excerpt: dict[str, Any] = Field(default_factory=dict)
+    ack: dict[str, str] = Field(default_factory=dict)
     received_at: str = ""
 
 

@@ -39,19 +39,10 @@ def operator() -> str:
 
 
 def record_control(config: LoadedConfig, ref: WorkItemRef, command: str, note: str = "") -> None:
-    """Write the portable ``control`` section: what an authorized person last asked for this work item."""
-    from the_loop.registry import now_iso
-    from the_loop.store import WorkItemStore
+    """Record a control command given on this machine's command line (``source: cli``)."""
+    from the_loop.control import record
 
-    control = {
-        "command": command,
-        "source": "cli",
-        "actor": operator(),
-        "requestedAt": now_iso(),
-        "note": note,
-        "instance": "",
-    }
-    WorkItemStore(config.state, config=config).update_section(ref, "control", control)
+    record(config, ref, command, source="cli", actor=operator(), note=note)
 
 
 def control_event(ref: WorkItemRef, command: str, effect: str, **fields: Any) -> None:
@@ -62,14 +53,10 @@ def control_event(ref: WorkItemRef, command: str, effect: str, **fields: Any) ->
 
 def ticket_comment(config: LoadedConfig, ref: WorkItemRef, text: str) -> None:
     """Best-effort: tell the people on the ticket what the operator did; no provider installed → nothing."""
-    from the_loop.plugins import get_host
+    from the_loop.control import post_marked
 
-    provider_cls = get_host().ticket_providers().get(ref.provider)
-    if provider_cls is None:
-        return
     try:
-        provider = provider_cls(config)
-        provider.post_comment(ref, provider.mark(text))
+        post_marked(config, ref, text)
     except Exception as exc:
         click.echo(f"warning: could not comment on {ref}: {exc}", err=True)
 
@@ -82,17 +69,8 @@ COMMENT_OPTION = click.option(
 )
 
 
-def set_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> None:
-    """Flip the work item's own session to ``status`` (pause/resume touch nothing else, tmux included)."""
-    from the_loop.registry import SessionRegistry
+def set_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> bool:
+    """Pause or resume the work item's own session; False when there was none to change."""
+    from the_loop.control import set_session_status
 
-    def change(record: Any) -> None:
-        own = record.own
-        if own is not None:
-            own.status = status
-
-    SessionRegistry(config.state).update(str(ref), change)
-    if status == "paused":
-        events.emit("session.paused", work_item=str(ref))
-    else:
-        events.emit("session.resumed", work_item=str(ref))
+    return set_session_status(config, ref, status)

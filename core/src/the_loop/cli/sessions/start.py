@@ -18,33 +18,10 @@ from the_loop.cli.sessions._common import (
     set_status,
     ticket_comment,
 )
+from the_loop.control import arming_refusal
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
-
-
-def arming_refusal(config: LoadedConfig, ref: WorkItemRef) -> str | None:
-    """Why ``routing.spawnOnUnmatched`` does not let this work item start, or None when it does."""
-    from the_loop.plugins import get_host
-
-    routing = config.core.routing
-    policy = routing.spawn_on_unmatched
-    if policy == "always":
-        return None
-    if policy == "never":
-        return "routing.spawnOnUnmatched is never: no work item can be started (set it to labeled or always)"
-    provider_cls = get_host().ticket_providers().get(ref.provider)
-    if provider_cls is None:
-        return f"cannot read the labels of {ref}: no ticketing provider for {ref.provider!r} is installed"
-    try:
-        labels = set(provider_cls(config).labels(ref))
-    except Exception as exc:
-        return f"cannot read the labels of {ref}: {exc}"
-    missing = [label for label in routing.auto_execute_labels if label not in labels]
-    if missing:
-        return f"{ref} does not carry the label(s) {', '.join(repr(m) for m in missing)} (routing.autoExecuteLabels)"
-    return None
 
 
 @click.command()
