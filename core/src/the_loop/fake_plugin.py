@@ -91,6 +91,13 @@ class FakeTicketProvider(TicketProvider):
 
         return self._edit(add)
 
+    def react(self, ack: Any, reaction: str) -> None:
+        def add(data: dict[str, Any]) -> None:
+            item = data["items"].setdefault(ack.get("ref", ""), {})
+            item.setdefault("reactions", []).append({"on": ack.get("id", ""), "reaction": reaction})
+
+        self._edit(add)
+
     def item_state(self, ref: WorkItemRef) -> Literal["open", "closed", "merged", "missing", "unknown"]:
         item = self._item(ref)
         return item.get("state", "open") if item else "missing"

@@ -1,0 +1,351 @@
+"""The router: one normalized event in, one decision out — provider-neutral (A §2.2 to §2.8).
+
+In this order: the repository bound, a work item to act on, the self-authored marker (before anyone's identity is
+read), authorization, then either a control command (executed in the work item's turn, never forwarded) or a
+delivery — into the live session, or a spawn when the item is armed and started. Every drop writes one
+``routing.dropped`` or ``dispatch.dropped`` line with a machine-readable ``reason``.
+
+The router runs off the request path: ingresses write to the durable inbox, and the inbox worker hands each entry to
+:meth:`Router.handle` in arrival order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from the_loop import control, events
+from the_loop.dispatcher import Dispatcher, Outcome
+from the_loop.models import InboundEvent, WorkEvent
+from the_loop.prompts import load_template, render_event_prompt, render_excerpt
+from the_loop.refs import RefError, WorkItemRef, parse_ref
+from the_loop.registry import SessionRegistry
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.interfaces import TicketProvider
+
+CONTENT_KINDS = ("comment", "review", "review-comment")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who may direct the loop: one ``routing.authorizedUsers`` entry, by provider."""
+
+    ids: dict[str, str]
+
+    def matches(self, provider: str, actor_id: str) -> bool:
+        known = self.ids.get(provider, "")
+        return bool(known) and known.casefold() == actor_id.casefold()
+
+
+def principals(config: LoadedConfig) -> list[Principal]:
+    """``routing.authorizedUsers``: a plain string is a GitHub login; a mapping names one per provider."""
+    found = []
+    for entry in config.core.routing.authorized_users:
+        if isinstance(entry, str):
+            found.append(Principal({"github": entry}))
+        else:
+            found.append(Principal({k: v for k, v in entry.model_dump().items() if k != "name" and v}))
+    return found
+
+
+class Router:
+    def __init__(self, config: LoadedConfig, dispatcher: Dispatcher | None = None) -> None:
+        self.config = config
+        self.dispatcher = dispatcher or Dispatcher(config)
+        self.registry = SessionRegistry(config.state)
+        self._principals = principals(config)
+
+    # ------------------------------------------------------------------------------------------------ entry
+
+    def handle(self, event: InboundEvent) -> Outcome:
+        """Route one event and act on it; never raises for bad input (the outcome says what happened)."""
+        refs = self._refs(event)
+        if refs is None:
+            return self._dropped(event, "undeclared-repository", repository=event.repository)
+        if not refs:
+            return self._dropped(event, "no-work-item", level="debug")
+        provider = self._provider(refs[0])
+        if event.body and provider is not None and provider.is_self_authored(event.body):
+            return self._dropped(event, "self-authored", refs=refs)
+        authorized, collaborator = self._authorized(event, refs)
+        if not authorized:
+            return self._dropped(event, "unauthorized-actor", refs=refs, level="warning")
+        target = self._target(refs)
+        labeled = control.arming_refusal(self.config, target, event.labels) is None
+        events.emit(
+            "routing.routed",
+            gh_event=event.event,
+            action=event.action or None,
+            delivery_id=event.delivery_id,
+            actor=event.actor.id if event.actor else None,
+            work_items=[str(ref) for ref in refs],
+            labeled=labeled,
+            collaborator=collaborator or None,
+        )
+        self._react(provider, event, "started")
+        if event.kind == "closed":
+            outcome = self._settle(event, target, "close-not-routed")  # closes never spawn or prompt
+        else:
+            parsed = control.parse(event.body, self.config.core.routing.control.keywords)
+            if parsed.ambiguous:
+                events.emit(
+                    "control.ambiguous",
+                    work_item=str(target),
+                    commands=list(parsed.commands),
+                    delivery_id=event.delivery_id,
+                )
+            if parsed.command and event.kind in CONTENT_KINDS and self.config.core.routing.control.enabled:
+                outcome = self._command(event, target, parsed.command, collaborator)
+            else:
+                outcome = self._deliver(event, target, collaborator)
+        self._react(
+            provider, event, "error" if outcome.status == "failed" or outcome.reason == "rejected" else "completed"
+        )
+        return outcome
+
+    # ---------------------------------------------------------------------------------------------- guards
+
+    def _refs(self, event: InboundEvent) -> list[WorkItemRef] | None:
+        """The event's work items inside the repository bound; None when the event's own repository is outside."""
+        bound = {repo.casefold() for repo in self.config.core.repositories}
+        if bound and event.repository and event.repository.casefold() not in bound:
+            return None
+        refs: list[WorkItemRef] = []
+        for text in event.work_items:
+            try:
+                ref = parse_ref(text)
+            except RefError:
+                continue
+            if bound and not ref.key_form and ref.repository.casefold() not in bound:
+                events.emit(
+                    "routing.dropped",
+                    reason="undeclared-repository",
+                    delivery_id=event.delivery_id,
+                    work_items=[text],
+                    repository=ref.repository,
+                )
+                continue
+            if ref not in refs:
+                refs.append(ref)
+        return refs
+
+    def _authorized(self, event: InboundEvent, refs: list[WorkItemRef]) -> tuple[bool, bool]:
+        """(may act, only as a collaborator). CI events carry no actor; a close can only end a session, so it
+        needs none either; every other event needs a named, authorized actor (fail closed)."""
+        if event.kind in ("ci", "closed"):
+            return True, False
+        actor = event.actor
+        if actor is None or not actor.id:
+            return False, False
+        if any(p.matches(actor.provider, actor.id) for p in self._principals):
+            return True, False
+        if actor.provider == "github" and self._is_collaborator(actor.id, refs):
+            return True, True
+        return False, False
+
+    def _is_collaborator(self, login: str, refs: list[WorkItemRef]) -> bool:
+        from the_loop.store import WorkItemStore
+
+        store = WorkItemStore(self.config.state, config=self.config)
+        for ref in refs:
+            users = ((store.read(ref) or {}).get("collaborators") or {}).get("users") or []
+            if any(isinstance(u, dict) and str(u.get("login", "")).casefold() == login.casefold() for u in users):
+                return True
+        return False
+
+    def _target(self, refs: list[WorkItemRef]) -> WorkItemRef:
+        """X6: a live session record owning one of the refs wins; else the first ref."""
+        for ref in refs:
+            record = self.registry.load(str(ref))
+            if record is not None and record.own is not None and record.own.live:
+                return ref
+        return refs[0]
+
+    # -------------------------------------------------------------------------------------------- commands
+
+    def _command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
+        actor = event.actor.id if event.actor else ""
+        if collaborator:
+            return self._rejected(event, target, command, "unauthorized-actor")
+        record = self.registry.load(str(target))
+        own = record.own if record else None
+        live = own is not None and own.live
+        if command == "start":
+            if not live:
+                refusal = control.arming_refusal(self.config, target, event.labels)
+                if refusal is not None:
+                    return self._rejected(event, target, command, "spawn-policy")
+            control.record(self.config, target, "start", source="comment", actor=actor, note=event.url)
+            if live:
+                effect = "resumed" if control.set_session_status(self.config, target, "active") else "noop"
+                return self._executed(event, target, command, effect)
+            outcome = self.dispatcher.dispatch(self._work_event(event, target, spawn=True))
+            if not outcome.ok:
+                return outcome
+            return self._executed(event, target, command, "started")
+        if command == "pause":
+            control.record(self.config, target, "pause", source="comment", actor=actor, note=event.url)
+            effect = "paused" if control.set_session_status(self.config, target, "paused") else "noop"
+            return self._executed(event, target, command, effect)
+        if command == "resume":
+            if own is None or own.status != "paused":
+                return self._rejected(event, target, command, "nothing-to-resume")
+            control.record(self.config, target, "resume", source="comment", actor=actor, note=event.url)
+            control.set_session_status(self.config, target, "active")
+            return self._executed(event, target, command, "resumed")
+        if command == "stop":
+            control.record(self.config, target, "stop", source="comment", actor=actor, note=event.url)
+            from the_loop import closing
+
+            effect = "stopped" if live and closing.close_session(self.config, target).closed else "noop"
+            return self._executed(event, target, command, effect)
+        control.record(self.config, target, "cleanup", source="comment", actor=actor, note=event.url)
+        from the_loop import closing
+
+        report = closing.cleanup(self.config, target, actor=actor, source="comment")
+        return self._executed(event, target, command, _cleanup_effect(report))
+
+    def _executed(self, event: InboundEvent, target: WorkItemRef, command: str, effect: str) -> Outcome:
+        events.emit(
+            "control.command",
+            work_item=str(target),
+            command=command,
+            actor=event.actor.id if event.actor else None,
+            effect=effect,
+            delivery_id=event.delivery_id,
+        )
+        return Outcome("dropped", reason="control-executed")
+
+    def _rejected(self, event: InboundEvent, target: WorkItemRef, command: str, reason: str) -> Outcome:
+        events.emit(
+            "control.rejected",
+            work_items=[str(target)],
+            command=command,
+            actor=event.actor.id if event.actor else None,
+            reason=reason,
+            delivery_id=event.delivery_id,
+        )
+        return Outcome("dropped", reason="rejected", error=reason)
+
+    # ------------------------------------------------------------------------------------------- delivery
+
+    def _deliver(self, event: InboundEvent, target: WorkItemRef, collaborator: bool) -> Outcome:
+        record = self.registry.load(str(target))
+        own = record.own if record else None
+        if own is not None and own.live:
+            return self.dispatcher.dispatch(self._work_event(event, target, spawn=False))
+        refusal = control.arming_refusal(self.config, target, event.labels)
+        if refusal is not None:
+            return self._settle(event, target, "spawn-policy")
+        if collaborator:
+            return self._settle(event, target, "collaborator-no-spawn")
+        routing = self.config.core.routing
+        needs_start = routing.control.enabled and routing.control.require_start_command
+        if needs_start and control.recorded(self.config, target) != "start":
+            return self._settle(event, target, "awaiting-start")
+        return self.dispatcher.dispatch(self._work_event(event, target, spawn=True))
+
+    def _work_event(self, event: InboundEvent, target: WorkItemRef, *, spawn: bool) -> WorkEvent:
+        """The text a session gets for this event: the event prompt, or for a spawn the event inside the boot
+        prompt (the dispatcher wraps it in the spawn template)."""
+        routing = self.config.core.routing
+        if spawn:
+            text = (
+                f"It was started by {event.event} ({event.action or '-'}) on {event.entity or target}; "
+                f"the event, as untrusted data:\n\n```json\n{render_excerpt(event.excerpt)}\n```"
+            )
+        else:
+            template = load_template(routing.prompt_template, self.config.ref.path.parent, "event.md")
+            text = render_event_prompt(
+                template,
+                source=f"{event.provider} {event.transport}",
+                work_item=str(target),
+                event=event.event,
+                action=event.action,
+                repository=event.repository,
+                delivery_id=event.delivery_id,
+                excerpt=event.excerpt,
+            )
+        return WorkEvent(
+            delivery_id=event.dedupe_key,
+            work_item=str(target),
+            endpoint=str(target),
+            text=text,
+            spawn=spawn,
+            source=event.transport,
+            actor=event.actor.id if event.actor else "",
+            kind=event.kind,
+        )
+
+    # ------------------------------------------------------------------------------------------- outcomes
+
+    def _dropped(
+        self,
+        event: InboundEvent,
+        reason: str,
+        *,
+        refs: list[WorkItemRef] | None = None,
+        level: str = "info",
+        **more: Any,
+    ) -> Outcome:
+        events.emit(
+            "routing.dropped",
+            level=level,
+            reason=reason,
+            gh_event=event.event,
+            action=event.action or None,
+            delivery_id=event.delivery_id,
+            actor=event.actor.id if event.actor else None,
+            work_items=[str(ref) for ref in refs] if refs else None,
+            **more,
+        )
+        return Outcome("dropped", reason=reason)
+
+    def _settle(self, event: InboundEvent, target: WorkItemRef, reason: str) -> Outcome:
+        events.emit(
+            "dispatch.dropped",
+            reason=reason,
+            work_item=str(target),
+            gh_event=event.event,
+            delivery_id=event.delivery_id,
+        )
+        return Outcome("dropped", reason=reason)
+
+    def _provider(self, ref: WorkItemRef) -> TicketProvider | None:
+        from the_loop.plugins import get_host
+
+        cls = get_host().ticket_providers().get(ref.provider)
+        return cls(self.config) if cls is not None else None
+
+    def _react(self, provider: TicketProvider | None, event: InboundEvent, state: str) -> None:
+        """``routing.reactions``: started → completed or error on the triggering object; best-effort."""
+        reactions = self.config.core.routing.reactions
+        reaction = getattr(reactions, state, "")
+        if provider is None or not event.ack or not reactions.enabled or not reaction:
+            return
+        try:
+            provider.react(event.ack, reaction)
+        except Exception as exc:
+            events.emit("reaction.failed", level="warning", reaction=reaction, error=f"{type(exc).__name__}: {exc}")
+            return
+        events.emit("reaction.added", reaction=reaction, delivery_id=event.delivery_id)
+
+
+def _cleanup_effect(report: Any) -> str:
+    if getattr(report, "errors", None):
+        return "partial"
+    return "cleaned" if getattr(report, "found", True) else "nothing-to-clean"
+
+
+def inbox_handler(router: Router) -> Any:
+    """Adapt :meth:`Router.handle` to inbox entries (``{"type": "inbound", "event": {...}}``)."""
+
+    def handle(entry: Any) -> Outcome:
+        payload = entry.entry if hasattr(entry, "entry") else entry
+        if payload.get("type") != "inbound":
+            return Outcome("dropped", reason="unknown-entry")
+        return router.handle(InboundEvent.model_validate(payload["event"]))
+
+    return handle

@@ -1,0 +1,248 @@
+"""The provider-neutral router over normalized events, on real tmux with the fake harness and the fake ticket
+provider (scheme ``fake``). Scenario ids are ingress-routing.md §6 (A…), adapted to normalized events: the GitHub
+plugin's tests cover the same scenarios from signed HTTP deliveries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from the_loop import events, fake_plugin
+from the_loop.config import load_config
+from the_loop.dispatcher import Dispatcher
+from the_loop.fake_harness import FakeHarness
+from the_loop.models import Actor, InboundEvent
+from the_loop.registry import SessionRegistry
+from the_loop.router import Router
+from the_loop.tmux import TmuxRunner
+
+REF = "fake:octo/repo#15"
+LABEL = "the-loop: auto-execute"
+
+
+class World:
+    def __init__(self, tmp: Path, runner: TmuxRunner) -> None:
+        self.tmp = tmp
+        self.runner = runner
+        self.logs = tmp / "logs"
+        self.tickets = tmp / "tickets.json"
+        self.config_path = tmp / "cfg" / ".the-loop" / "cli-config.yaml"
+        self.configure()
+        self._n = 0
+
+    def configure(self, **routing: Any) -> None:
+        from the_loop.plugins import get_host
+
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "enabled": True,
+            "defaultHarness": "fake",
+            "spawnOnUnmatched": "labeled",
+            "authorizedUsers": ["octocat", {"name": "Dana", "github": "Dana-GH"}],
+            "spawnWorkdir": str(self.tmp / "work"),
+            "tmux": {"socketName": self.runner.socket, "resumeProbeSeconds": 0.3},
+            **routing,
+        }
+        self.config_path.write_text(yaml.safe_dump({"repositories": ["octo/repo"], "routing": settings}))
+        self.config = load_config(self.config_path, get_host())
+        events.configure(self.config.state.events_path, "test")
+        self.router = Router(self.config, Dispatcher(self.config, runner=self.runner))
+
+    def event(
+        self,
+        body: str | None = "hello",
+        *,
+        ref: str = REF,
+        actor: str | None = "octocat",
+        kind: str = "comment",
+        labels: tuple[str, ...] = (LABEL,),
+        repository: str = "octo/repo",
+        key: str | None = None,
+    ) -> InboundEvent:
+        self._n += 1
+        return InboundEvent(
+            dedupe_key=key or f"fake:comment:{self._n}",
+            delivery_id=f"delivery-{self._n}",
+            provider="fake",
+            transport="webhook",
+            event="issue_comment",
+            action="created",
+            kind=kind,  # type: ignore[arg-type]
+            repository=repository,
+            actor=Actor(provider="github", id=actor) if actor else None,
+            body=body,
+            entity=ref,
+            work_items=(ref,),
+            labels=labels,
+            url=f"https://tickets.example/{self._n}",
+            excerpt={"comment": {"body": body or "", "author": actor or ""}},
+            ack={"ref": ref, "id": str(self._n)},
+        )
+
+    def handle(self, *args: Any, **kwargs: Any) -> Any:
+        return self.router.handle(self.event(*args, **kwargs))
+
+    def own(self, ref: str = REF) -> Any:
+        record = SessionRegistry(self.config.state).load(ref)
+        return record.own if record else None
+
+    def harness(self, ref: str = REF) -> FakeHarness:
+        return FakeHarness(self.logs / f"{self.own(ref).harness_session_id}.jsonl")
+
+    def log(self, name: str) -> list[dict[str, Any]]:
+        path = self.config.state.events_path
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [e for e in map(json.loads, lines) if e["event"] == name]
+
+    def ticket(self, ref: str = REF) -> dict[str, Any]:
+        return json.loads(self.tickets.read_text())["items"].get(ref, {}) if self.tickets.exists() else {}
+
+    def control(self, ref: str = REF) -> dict[str, Any] | None:
+        path = self.config.state.portable_record(ref.replace(":", "-").replace("/", "-").replace("#", "-"))
+        return json.loads(path.read_text()).get("control") if path.exists() else None
+
+
+@pytest.fixture
+def world(tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, monkeypatch: pytest.MonkeyPatch) -> World:
+    plugin_host.register(fake_plugin, "fake")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setenv("FAKE_HARNESS_LOG", str(tmp_path / "logs" / "{session}.jsonl"))
+    monkeypatch.setenv("FAKE_TICKETS", str(tmp_path / "tickets.json"))
+    return World(tmp_path, tmux_runner)
+
+
+def started(world: World) -> FakeHarness:
+    outcome = world.handle("the-loop start")
+    assert outcome.reason == "control-executed", outcome
+    harness = world.harness()
+    harness.wait_ready(screen=lambda: world.runner.capture(world.own().tmux_target))
+    return harness
+
+
+def test_a4_an_authorized_start_spawns_records_control_announces_and_reacts(world: World) -> None:
+    harness = started(world)
+    assert world.own().tmux_target == "loop-fake-octo-repo-15"
+    boot = harness.submitted()[0]
+    assert "fake:octo/repo#15" in boot and '"body": "the-loop start"' in boot
+    control = world.control()
+    assert control is not None and control["command"] == "start" and control["source"] == "comment"
+    assert control["actor"] == "octocat" and control["note"].startswith("https://tickets.example/")
+    ticket = world.ticket()
+    assert sum("attach -t loop-fake-octo-repo-15" in c for c in ticket["comments"]) == 1
+    assert [r["reaction"] for r in ticket["reactions"]] == ["eyes", "hooray"]
+    assert world.log("control.command")[0]["effect"] == "started"
+
+
+def test_a5_a_comment_reaches_the_live_session_as_one_message_with_a_clean_excerpt(world: World) -> None:
+    harness = started(world)
+    assert world.handle("please add tests").status == "delivered"
+    message = harness.wait_for_submitted(2)[-1]
+    fenced = message.split("```json\n", 1)[1].rsplit("\n```", 1)[0]
+    assert json.loads(fenced) == {"comment": {"body": "please add tests", "author": "octocat"}}
+    assert "untrusted" in message
+
+
+def test_a6_the_same_object_is_delivered_once_even_after_a_restart(world: World) -> None:
+    harness = started(world)
+    assert world.handle("once", key="fake:comment:dup").status == "delivered"
+    world.configure()  # a restart: a new router and dispatcher
+    assert world.handle("once", key="fake:comment:dup").reason == "already-processed"
+    harness.wait_for_submitted(2)
+    assert sum("once" in text for text in harness.submitted()) == 1
+
+
+def test_a7_strangers_and_self_authored_comments_are_dropped_first(world: World) -> None:
+    started(world)
+    assert world.handle("hi", actor="mallory").reason == "unauthorized-actor"
+    marked = f"done\n\n{fake_plugin.MARKER}"
+    assert world.handle(marked, actor="mallory").reason == "self-authored"  # before the actor is even read
+    assert world.handle(None, actor=None).reason == "unauthorized-actor"  # actor-less content fails closed
+    reasons = [e["reason"] for e in world.log("routing.dropped")]
+    assert reasons == ["unauthorized-actor", "self-authored", "unauthorized-actor"]
+    assert world.log("routing.dropped")[0]["level"] == "warning"
+
+
+def test_authorized_users_match_by_provider_id_case_insensitively(world: World) -> None:
+    assert world.handle("the-loop start", actor="dana-gh").reason == "control-executed"
+
+
+def test_a8_unstarted_items_suppress_comments_and_a_later_start_does_not_replay_them(world: World) -> None:
+    assert world.handle("hello").reason == "awaiting-start"
+    assert world.own() is None
+    harness = started(world)
+    assert all("hello" not in text for text in harness.submitted())
+
+
+def test_a9_an_unlabeled_start_is_refused_and_arms_nothing(world: World) -> None:
+    assert world.handle("the-loop start", labels=()).error == "spawn-policy"
+    assert world.control() is None
+    assert world.log("control.rejected")[0]["reason"] == "spawn-policy"
+    assert world.handle("now labelled", labels=(LABEL,)).reason == "awaiting-start"
+    assert world.own() is None
+
+
+def test_a10_prose_and_quotes_are_conversation_and_two_commands_execute_nothing(world: World) -> None:
+    harness = started(world)
+    for body in ("I will say the-loop start later", "> the-loop stop", "the-loop start\nthe-loop stop"):
+        assert world.handle(body).status == "delivered"
+    harness.wait_for_submitted(4)
+    assert world.log("control.ambiguous")[0]["commands"] == ["start", "stop"]
+    assert world.own().status == "active"
+
+
+def test_a11_pause_suppresses_and_resume_does_not_replay(world: World) -> None:
+    harness = started(world)
+    assert world.handle("the-loop pause").reason == "control-executed"
+    assert world.own().status == "paused"
+    assert world.handle("while paused").reason == "session-paused"
+    assert world.handle("the-loop resume").reason == "control-executed"
+    world.handle("after resume")
+    assert harness.wait_for_submitted(2)[1:] == [harness.submitted()[-1]]
+    assert "after resume" in harness.submitted()[-1]
+    assert all("while paused" not in text for text in harness.submitted())
+    assert world.handle("the-loop resume").error == "nothing-to-resume"
+
+
+def test_a12_stop_closes_and_a_later_comment_waits_for_a_new_start(world: World) -> None:
+    harness = started(world)
+    assert world.handle("the-loop stop").reason == "control-executed"
+    assert world.own().status == "closed"
+    harness.wait_for("exit")
+    assert world.runner.probe("loop-fake-octo-repo-15") == "dead"  # retained, readable
+    assert world.handle("are you there").reason == "awaiting-start"
+    assert world.control()["command"] == "stop"
+
+
+def test_a17_an_undeclared_repository_is_dropped_before_anything_else(world: World) -> None:
+    outcome = world.handle("the-loop start", repository="octo/other", ref="fake:octo/other#1", actor="mallory")
+    assert outcome.reason == "undeclared-repository"
+    assert world.log("routing.dropped")[0]["repository"] == "octo/other"
+    assert not world.tickets.exists()  # no API call at all
+
+
+def test_a_collaborator_is_input_only(world: World) -> None:
+    from the_loop.store import WorkItemStore
+
+    WorkItemStore(world.config.state).update_section(REF, "collaborators", {"users": [{"login": "dana"}]})
+    assert world.handle("the-loop start", actor="Dana").error == "unauthorized-actor"  # no control
+    assert world.handle("hello", actor="dana").reason == "collaborator-no-spawn"  # no spawn
+    harness = started(world)
+    assert world.handle("from a collaborator", actor="dana").status == "delivered"
+    assert "from a collaborator" in harness.wait_for_submitted(2)[-1]
+    assert world.log("routing.routed")[-1]["collaborator"] is True
+
+
+def test_closes_never_spawn_or_prompt(world: World) -> None:
+    assert world.handle(None, actor=None, kind="closed").reason == "close-not-routed"
+    assert world.own() is None
+
+
+def test_requiring_no_start_command_lets_the_label_alone_spawn(world: World) -> None:
+    world.configure(control={"requireStartCommand": False})
+    assert world.handle("just a comment").status == "spawned"
+    assert "just a comment" in world.harness().wait_for_submitted(1)[0]
