@@ -246,3 +246,20 @@ def test_requiring_no_start_command_lets_the_label_alone_spawn(world: World) -> 
     world.configure(control={"requireStartCommand": False})
     assert world.handle("just a comment").status == "spawned"
     assert "just a comment" in world.harness().wait_for_submitted(1)[0]
+
+
+def test_a26_through_the_inbox_a_comment_queued_before_a_stop_is_delivered_first(world: World) -> None:
+    from the_loop.inbox import Inbox, InboxWorker
+    from the_loop.router import inbox_handler
+
+    harness = started(world)
+    inbox = Inbox.for_config(world.config)
+    comment, stop = world.event("C1: one more thing"), world.event("the-loop stop")
+    assert inbox.put(comment.dedupe_key, comment.inbox_entry())
+    assert inbox.put(stop.dedupe_key, stop.inbox_entry())
+    assert not inbox.put(comment.dedupe_key, comment.inbox_entry())  # the same object from another ingress
+    worker = InboxWorker(inbox, inbox_handler(world.router))
+    assert worker.run_once() == 2
+    assert "C1: one more thing" in harness.wait_for_submitted(2)[-1]
+    assert world.own().status == "closed"
+    assert inbox.pending() == []

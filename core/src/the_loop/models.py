@@ -74,6 +74,16 @@ class InboundEvent(BaseModel):
     ack: dict[str, str] = Field(default_factory=dict)
     received_at: str = ""
 
+    def inbox_entry(self) -> dict[str, Any]:
+        """What an ingress puts in the inbox (under ``dedupe_key``): the event, plus the fields the inbox worker
+        orders and logs by."""
+        return {
+            "type": "inbound",
+            "delivery_id": self.delivery_id,
+            "work_items": list(self.work_items),
+            "event": self.model_dump(mode="json"),
+        }
+
 
 class WorkEvent(BaseModel):
     """What the dispatcher takes from a work item's queue: deliver ``text`` into its session (spawning or

@@ -11,6 +11,7 @@ The router runs off the request path: ingresses write to the durable inbox, and 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from the_loop.registry import SessionRegistry
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
+    from the_loop.inbox import InboxEntry
     from the_loop.interfaces import TicketProvider
 
 CONTENT_KINDS = ("comment", "review", "review-comment")
@@ -340,12 +342,25 @@ def _cleanup_effect(report: Any) -> str:
 
 
 def inbox_handler(router: Router) -> Any:
-    """Adapt :meth:`Router.handle` to inbox entries (``{"type": "inbound", "event": {...}}``)."""
+    """Adapt :meth:`Router.handle` to inbox entries (see :meth:`InboundEvent.inbox_entry`)."""
 
-    def handle(entry: Any) -> Outcome:
-        payload = entry.entry if hasattr(entry, "entry") else entry
-        if payload.get("type") != "inbound":
+    def handle(entry: InboxEntry) -> Outcome:
+        if entry.data.get("type") != "inbound":
+            events.emit("routing.dropped", level="error", reason="unknown-entry", delivery_id=entry.delivery_id)
             return Outcome("dropped", reason="unknown-entry")
-        return router.handle(InboundEvent.model_validate(payload["event"]))
+        return router.handle(InboundEvent.model_validate(entry.data["event"]))
 
     return handle
+
+
+def start_routing(config: LoadedConfig, should_stop: Any) -> threading.Thread | None:
+    """Run the inbox worker with the router in a background thread of an ingress service (only one worker per
+    state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false."""
+    if not config.core.routing.enabled:
+        return None
+    from the_loop.inbox import Inbox, InboxWorker
+
+    worker = InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)))
+    thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-router", daemon=True)
+    thread.start()
+    return thread
