@@ -1,7 +1,17 @@
-"""Hook implementations of the cursor-agent harness plugin.
-
-The adapter itself (argv for a fresh and a resumed conversation, pre-spawn preparation) is registered through
-``loop_register_harnesses`` once it exists; until then the plugin is installed and listed, providing nothing.
-"""
+"""Hook implementations of the cursor-agent harness plugin; the adapter is imported only when asked for."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from the_loop import hookimpl
+
+if TYPE_CHECKING:
+    from the_loop.interfaces import HarnessAdapter
+
+
+@hookimpl
+def loop_register_harnesses() -> list[type[HarnessAdapter]]:
+    from the_loop_cursor.adapter import CursorAdapter
+
+    return [CursorAdapter]

@@ -1,0 +1,82 @@
+"""The Claude Code adapter: the argv of a fresh and a resumed conversation, and the pre-spawn preparation.
+
+Argv shape (no shell anywhere; core passes it to tmux as separate words)::
+
+    <binary> --session-id <id> <routing.harnessArgs.claude…> [--disallowedTools=AskUserQuestion] -- <prompt>
+    <binary> --resume <id>     <routing.harnessArgs.claude…> [--disallowedTools=AskUserQuestion] -- <prompt>
+
+The prompt is one argv element and the last one. The ``--`` before it ends option parsing, so a prompt that starts
+with ``-`` (a Markdown list, an event quoting a flag) is never read as an option and a variadic option in
+``harnessArgs`` (``--allowedTools A B``) cannot swallow it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from the_loop.harness import HarnessError, harness_args, valid_session_id
+from the_loop.interfaces import Capabilities, HarnessAdapter, Launch
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop_claude.config import ClaudeSettings
+
+SECTION = "integrations.claude"
+# One token: --disallowedTools is variadic, so a separate value word could swallow what follows (R24).
+UNATTENDED_ARGS = ("--disallowedTools=AskUserQuestion",)
+
+
+class ClaudeAdapter(HarnessAdapter):
+    """Claude Code in a tmux pane: the core mints the conversation id (``--session-id``) and resumes it by id."""
+
+    name = "claude"
+    capabilities = Capabilities(tmux_hostable=True, preassigned_session_id=True, can_resume=True)
+
+    def settings(self) -> ClaudeSettings:
+        """The plugin's section; its defaults when the config was loaded without this plugin's sections."""
+        from the_loop_claude.config import ClaudeSettings
+
+        return self.config.sections.get(SECTION) or ClaudeSettings()
+
+    def binary(self) -> str:
+        """The executable, resolved on this process's PATH so that the PATH check and the pane run the same file
+        (the tmux server may have been started with another PATH)."""
+        configured = str(Path(self.settings().binary).expanduser())
+        return shutil.which(configured) or configured
+
+    def unattended(self) -> tuple[str, ...]:
+        """Every interaction mode except ``cli`` is unattended: nobody answers a question asked in the pane."""
+        return UNATTENDED_ARGS if self.config.core.routing.interaction.mode != "cli" else ()
+
+    def _argv(self, id_flag: str, launch: Launch) -> list[str]:
+        if not valid_session_id(launch.session_id):  # a "--flag" can never pose as an id
+            raise HarnessError(f"{launch.session_id!r} is not a valid conversation id")
+        return [self.binary(), id_flag, launch.session_id, *launch.args, *self.unattended(), "--", launch.prompt]
+
+    def fresh_argv(self, launch: Launch) -> list[str]:
+        return self._argv("--session-id", launch)
+
+    def resume_argv(self, launch: Launch) -> list[str]:
+        return self._argv("--resume", launch)
+
+    def prepare(self, cwd: Path) -> list[str]:
+        """Trust ``cwd`` and enable the-loop's plugin in Claude Code's own files (see :mod:`the_loop_claude.trust`)."""
+        from the_loop_claude import trust
+
+        routing = self.config.core.routing
+        return trust.prepare(
+            cwd,
+            trust=routing.harness_trust,
+            plugins=routing.harness_plugins,
+            workspace_root=_workspace_root(self.config),
+            harness_args=harness_args(self.config, self.name),
+        )
+
+
+def _workspace_root(config: LoadedConfig) -> Path | None:
+    """``routing.workspace.root`` anchored the way core anchors it, or None when it is not set."""
+    from the_loop import workspace
+
+    return workspace.workspace_root(config) if workspace.enabled(config) else None
