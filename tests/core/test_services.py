@@ -307,7 +307,7 @@ def test_start_reports_a_daemon_that_exits_before_locking_with_its_last_log_line
     logfile = env.root / "logs" / "poller.out"
     assert row(result.stdout, "poller").endswith(f"failed — see {logfile}")
     note = result.stdout.splitlines()[-1]
-    assert note.startswith("            error: poller cannot start: tmux is not on PATH")
+    assert note.startswith("            error: poller cannot start: missing dependency: tmux — install it (")
     assert not (env.root / "poll.pid").exists()
 
 

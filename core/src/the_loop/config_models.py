@@ -7,7 +7,7 @@ here: :mod:`the_loop.config` walks the raw document and warns once per unclaimed
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -152,7 +152,19 @@ class HarnessTrustSection(Section):
 
 class HarnessPluginsSection(Section):
     enabled: bool = True
-    marketplace_repo: str = Field("MadaraUchiha-314/the-loop", pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
+    # OWNER/REPO, or "" to enable the plugin without adding a marketplace entry.
+    marketplace_repo: str = Field("MadaraUchiha-314/the-loop", pattern=r"^$|^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
+
+
+class InteractionSection(Section):
+    # Every mode but `cli` is unattended: the harness gets its unattended arguments (nobody answers its questions
+    # in the terminal). An unknown value means `work-item`, as in the reference.
+    mode: Literal["work-item", "cli"] = "work-item"
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _known_mode(cls, value: object) -> object:
+        return value if value in ("work-item", "cli") else "work-item"
 
 
 class RoutingSection(Section):
@@ -178,8 +190,28 @@ class RoutingSection(Section):
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     harness_trust: HarnessTrustSection = HarnessTrustSection()
     harness_plugins: HarnessPluginsSection = HarnessPluginsSection()
+    interaction: InteractionSection = InteractionSection()
     reactions: ReactionsSection = ReactionsSection()
     announce: AnnounceSection = AnnounceSection()
+
+
+class HookEntry(Section):
+    """One operator-declared lifecycle hook (top-level ``hooks:``). The strict rules — exactly one of
+    module/path/url, kind-specific keys, a bare YAML ``on:`` — are checked on the raw document first, by
+    :func:`the_loop.hooks_config.check_declaration`; this model holds the result."""
+
+    name: str
+    module: str = ""
+    path: str = ""
+    url: str = ""
+    on: list[str] | None = None
+    required: bool = False
+    enabled: bool = True
+    executor: str = ""
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    token_env: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(10, gt=0)
 
 
 class CoreConfig(Section):
@@ -193,6 +225,7 @@ class CoreConfig(Section):
     webhooks: WebhooksSection = WebhooksSection()
     polling: PollingSection = PollingSection()
     routing: RoutingSection = RoutingSection()
+    hooks: list[HookEntry] = Field(default_factory=list)
 
     @field_validator("repositories")
     @classmethod

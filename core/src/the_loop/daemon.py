@@ -82,6 +82,12 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     missing = preflight(config, name)
     if spec.problems or missing:
         return _refuse(name, [*spec.problems, *missing])
+    from the_loop.hooks_executors import HookLoadError, load_declared
+
+    try:  # L3: no daemon runs with a declared hook it cannot load
+        load_declared(config)
+    except HookLoadError as exc:
+        return _refuse(name, [str(exc)])
 
     try:
         stale = runlock.remove_stale(spec.pidfile)

@@ -133,11 +133,13 @@ class Dispatcher:
             return self._spawn(event, endpoint_ref)
         if endpoint.status == "paused":
             return self._drop(event, "session-paused")
-        decision = lifecycle.decide("input_received", event.work_item, {"source": event.source, "kind": event.kind})
-        if decision.proceed is False:
-            return self._drop(event, "input-refused", detail=decision.reason)
-        text = clean(decision.text or event.text)
-        return self._deliver(event, endpoint_ref, endpoint, text)
+        text = event.text
+        if event.kind in lifecycle.INPUT_KINDS and text.strip():  # a person's words, not a machine event
+            asked = lifecycle.run(lifecycle.input_received(self.config, event, endpoint_ref), self.config)
+            if asked.proceed is False:
+                return self._hook_refused(event, "input-refused", "deliver this input", asked.reason)
+            text = asked.text
+        return self._deliver(event, endpoint_ref, endpoint, clean(text))
 
     # --------------------------------------------------------------------------------------------- deliver
 
@@ -186,6 +188,13 @@ class Dispatcher:
         except HarnessError as exc:
             return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
         cwd = endpoint.cwd or str(spawn_workdir(self.config))
+        spawn = lifecycle.run(
+            lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, cwd, text, respawn=True),
+            self.config,
+        )
+        if spawn.proceed is False:
+            return self._hook_refused(event, "hook-refused", "respawn its session", spawn.reason, target=target)
+        text = spawn.prompt
         resumed = False
         session_id = endpoint.harness_session_id
         if self.routing.tmux.resume_on_respawn and adapter.capabilities.can_resume and valid_session_id(session_id):
@@ -238,6 +247,7 @@ class Dispatcher:
 
         self.registry.update(event.work_item, change)
         events.emit("session.respawned", resumed=resumed, **_session_fields(event, adapter.name, session_id, target))
+        lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)  # nothing to announce
         return Outcome("respawned", tmux_target=target)
 
     def _averted(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, target: str, text: str) -> Outcome:
@@ -336,9 +346,10 @@ class Dispatcher:
         if disarmed:
             return self._drop(event, "awaiting-start", detail=f"the last control command is {disarmed}")
         harness_name = self.routing.default_harness
-        decision = lifecycle.decide("session_spawn", event.work_item, {"harness": harness_name})
-        if decision.proceed is False:
-            return self._drop(event, "hook-refused", detail=decision.reason)
+        started = lifecycle.ask_work_item_start(self.config, ref, actor=event.actor, harness=harness_name)
+        if started is not None and started.proceed is False:  # None: this arming was asked already
+            lifecycle.disarm(self.config, ref)
+            return self._hook_refused(event, "hook-refused", "start work on this item", started.reason)
         self._open_channels(event)
         try:
             adapter = adapter_for(harness_name, self.config)
@@ -352,9 +363,15 @@ class Dispatcher:
             return self._fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=True)
         url = provider_url(ref, self.config) or ""
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
-        prompt = decision.prompt or render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
+        prompt = render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
         session_id = str(uuid.uuid4())
         target = ref.tmux_name
+        spawn = lifecycle.run(
+            lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, str(cwd), prompt), self.config
+        )
+        if spawn.proceed is False:
+            return self._hook_refused(event, "hook-refused", "start a session", spawn.reason, target=target)
+        prompt = spawn.prompt
         launch = Launch(prompt=prompt, session_id=session_id, cwd=cwd, args=harness_args(self.config, adapter.name))
         self._prepare(event, adapter, cwd)
         try:
@@ -384,18 +401,17 @@ class Dispatcher:
             harness_args=list(launch.args) or None,
             **_session_fields(event, adapter.name, session_id, target),
         )
-        spawned = lifecycle.decide("session_spawned", event.work_item, {"tmux_target": target})
-        if spawned.announce is not False and self.routing.announce.enabled:
+        spawned = lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)
+        if spawned.announce and self.routing.announce.enabled:
             self._announce(event.work_item, adapter.name, target)
         return Outcome("spawned", tmux_target=target)
 
     def _disarmed_by(self, event: WorkEvent) -> str:
-        """The portable control command that disarms the item (stop, cleanup; see the_loop.closing), or ""."""
+        """The recorded control command that disarms the item (stop, cleanup; see the_loop.closing), or ""."""
         from the_loop.closing import DISARMING
-        from the_loop.store import WorkItemStore
+        from the_loop.control import recorded
 
-        control = (WorkItemStore(self.config.state, config=self.config).read(event.work_item) or {}).get("control")
-        command = control.get("command") if isinstance(control, dict) else None
+        command = recorded(self.config, parse_ref(event.work_item))
         return command if command in DISARMING else ""
 
     def _open_channels(self, event: WorkEvent) -> None:
@@ -457,6 +473,21 @@ class Dispatcher:
             detail=detail or None,
         )
         return Outcome("dropped", reason=reason, error=detail)
+
+    def _hook_refused(self, event: WorkEvent, reason: str, what: str, detail: str, *, target: str = "") -> Outcome:
+        """A lifecycle hook said no: nothing launches or is delivered, one explanation goes on the ticket, and the
+        event is settled (never retried)."""
+        if target:
+            events.emit(
+                "session.spawn_failed",
+                level="error",
+                work_item=event.work_item,
+                error=f"refused by a lifecycle hook: {detail or 'no reason given'}",
+                will_retry=False,
+                tmux_target=target,
+            )
+        lifecycle.explain_refusal(self.config, parse_ref(event.work_item), what, detail)
+        return self._drop(event, reason, detail=detail)
 
     def _fail(
         self, event: WorkEvent, error: str, *, will_retry: bool, tmux_target: str = "", spawn_failed: bool = False

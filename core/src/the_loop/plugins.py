@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -56,6 +56,8 @@ class PluginInfo:
     builtin: bool
     error: str = ""
     contributions: dict[str, list[str]] = field(default_factory=dict)
+    # Per harness adapter it registers: its capabilities (``tmux_hostable``, ``preassigned_session_id``, …).
+    capabilities: dict[str, dict[str, bool]] = field(default_factory=dict)
 
 
 def _env_names(variable: str) -> set[str] | None:
@@ -242,8 +244,13 @@ class PluginHost:
         self.commands()
         self.config_sections()
         self.event_types()
+        harnesses = self._collect("loop_register_harnesses")
+        self._note("harnesses", harnesses, lambda cls: cls.name)
+        for plugin_name, cls in harnesses:
+            capabilities = getattr(cls, "capabilities", None)
+            if plugin_name in self.infos and is_dataclass(capabilities) and not isinstance(capabilities, type):
+                self.infos[plugin_name].capabilities[cls.name] = asdict(capabilities)
         for hook_name, kind, attr in (
-            ("loop_register_harnesses", "harnesses", "name"),
             ("loop_register_ticketing", "ticketing", "scheme"),
             ("loop_register_channels", "channels", "name"),
         ):

@@ -11,6 +11,7 @@ The router runs off the request path: ingresses write to the durable inbox, and 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -201,10 +202,10 @@ class Router:
             control.record(self.config, target, "stop", source="comment", actor=actor, note=event.url)
             from the_loop import closing
 
-            effect = "stopped" if live and closing.close_session(self.config, target).closed else "noop"
+            closed = live and closing.close_session(self.config, target, remove_checkout=True).closed
+            effect = "stopped" if closed else "noop"
             return self._executed(event, target, command, effect)
-        control.record(self.config, target, "cleanup", source="comment", actor=actor, note=event.url)
-        from the_loop import closing
+        from the_loop import closing  # cleanup records the `cleanup` control command itself
 
         report = closing.cleanup(self.config, target, actor=actor, source="comment")
         return self._executed(event, target, command, _cleanup_effect(report))
@@ -327,12 +328,8 @@ class Router:
         reaction = getattr(reactions, state, "")
         if provider is None or not event.ack or not reactions.enabled or not reaction:
             return
-        try:
+        with contextlib.suppress(Exception):  # best-effort; the provider logs reaction.added / reaction.failed
             provider.react(event.ack, reaction)
-        except Exception as exc:
-            events.emit("reaction.failed", level="warning", reaction=reaction, error=f"{type(exc).__name__}: {exc}")
-            return
-        events.emit("reaction.added", reaction=reaction, delivery_id=event.delivery_id)
 
 
 def _cleanup_effect(report: Any) -> str:

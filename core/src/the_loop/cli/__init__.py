@@ -29,6 +29,8 @@ CORE_COMMANDS: dict[str, Any] = {
     "events": ("the_loop.cli.events:events", "Query the decision log (events.jsonl)."),
     "plugins": ("the_loop.cli.plugins:plugins", "List installed plugins and what each provides."),
     "init": ("the_loop.cli.init:init", "Write a commented starter cli-config.yaml."),
+    "comment": ("the_loop.cli.comment:comment", "Post a marked comment on a work item (the agent talking back)."),
+    "ask": ("the_loop.cli.ask:ask", "Ask a question on a work item and record that its session waits for input."),
     "migrate-config": ("the_loop.cli.migrate_config:migrate_config", "Rewrite retired config keys in place."),
     "config": {
         "_help": "Check or show the configuration.",
@@ -48,14 +50,24 @@ CORE_COMMANDS: dict[str, Any] = {
         "run": ("the_loop.cli.daemon:run", "Run SERVICE in this process until SIGTERM/SIGINT."),
     },
     "sessions": {
-        "_help": "Start, steer, list and attach to work items' sessions.",
+        "_help": "Start, steer, watch, pause, stop, reset and clean up work items' sessions.",
         "start": ("the_loop.cli.sessions.start:start", "Arm a work item and start its session now."),
         "say": ("the_loop.cli.sessions.say:say", "Paste text into a work item's session (as an event would)."),
         "list": ("the_loop.cli.sessions.list:list_sessions", "List the sessions this machine holds."),
         "attach": ("the_loop.cli.sessions.attach:attach", "Attach this terminal to a work item's tmux session."),
         "register": ("the_loop.cli.sessions.register:register", "Record an existing conversation by hand."),
+        "pause": ("the_loop.cli.sessions.pause:pause", "Hold off deliveries to a work item's session."),
+        "resume": ("the_loop.cli.sessions.resume:resume", "Deliver events to a paused work item again."),
+        "stop": ("the_loop.cli.sessions.stop:stop", "Disarm a work item and close its session (tmux kept readable)."),
+        "close": ("the_loop.cli.sessions.close:close", "Close a work item's session; keep or kill its tmux session."),
+        "reset": ("the_loop.cli.sessions.reset:reset", "Wipe work items' session and control state to start over."),
+        "cleanup": (
+            "the_loop.cli.sessions.cleanup:cleanup",
+            "Release a finished work item's tmux sessions, checkout and local record.",
+        ),
     },
     "channels": {"_help": "Conversation channels (commands come from channel plugins)."},
+    "hooks": ("the_loop.cli.hooks:hooks", "Show the declared lifecycle hooks and the points they run at."),
 }
 
 
@@ -173,6 +185,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.BadParameter as exc:
+        # A bad value (a malformed ref, an invalid id) is one line, like every other known failure.
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         exc.show()
         sys.exit(2 if exc.exit_code == 1 else exc.exit_code)

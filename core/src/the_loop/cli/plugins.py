@@ -45,7 +45,10 @@ def plugins(ctx: click.Context, output_format: str) -> None:
             click.echo(f"  error: {info.error}")
         for kind in KINDS:
             if info.contributions.get(kind):
-                click.echo(f"  {kind}: {', '.join(info.contributions[kind])}")
+                names = info.contributions[kind]
+                if kind == "harnesses":
+                    names = [f"{name} ({_capabilities(info.capabilities.get(name))})" for name in names]
+                click.echo(f"  {kind}: {', '.join(names)}")
         if not any(info.contributions.values()) and not info.error:
             click.echo("  (contributes nothing yet)")
     sys.stdout.flush()
@@ -63,7 +66,29 @@ def _as_json(info: PluginInfo) -> dict[str, Any]:
         "module": info.module,
         "error": info.error or None,
         "contributions": {_camel(kind): names for kind, names in contributions.items()},
+        "capabilities": {
+            harness: {_camel(key.replace("_", " ")): value for key, value in flags.items()}
+            for harness, flags in info.capabilities.items()
+        },
     }
+
+
+# How each capability reads in the text listing, when it is there and when it is not.
+_CAPABILITY_WORDS = {
+    "tmux_hostable": ("tmux-hostable", "not tmux-hostable"),
+    "preassigned_session_id": ("pre-assigned session id", "no pre-assignable session id"),
+    "can_resume": ("can resume", "cannot resume"),
+}
+
+
+def _capabilities(flags: dict[str, bool] | None) -> str:
+    if not flags:
+        return "capabilities unknown"
+    shown = []
+    for key, value in flags.items():
+        present, absent = _CAPABILITY_WORDS.get(key, (key, f"not {key}"))
+        shown.append(present if value else absent)
+    return ", ".join(shown)
 
 
 def _camel(kind: str) -> str:

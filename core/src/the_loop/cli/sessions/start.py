@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 @click.pass_context
 def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     """Arm REF and start its session (resume it if paused). Exit 0 once the session is registered."""
-    from the_loop import events, lifecycle
+    from the_loop import events
     from the_loop.dispatcher import Dispatcher
     from the_loop.models import WorkEvent
     from the_loop.registry import SessionRegistry
@@ -49,10 +49,6 @@ def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
             click.echo(f"{ref} already has a session: {own.tmux_target or '(no tmux session yet)'}")
         return
     refusal = arming_refusal(config, ref)
-    if refusal is None:
-        decision = lifecycle.decide("work_item_start", str(ref), {"source": "cli", "actor": operator()})
-        if decision.proceed is False:
-            refusal = f"a lifecycle hook refused the start: {decision.reason or 'no reason given'}"
     if refusal is not None:
         events.emit("control.rejected", work_items=[str(ref)], command="start", actor=operator(), reason=refusal)
         click.echo(f"error: {refusal}", err=True)
@@ -66,7 +62,12 @@ def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
         source="cli",
         actor=operator(),
     )
-    outcome = Dispatcher(config).dispatch(event)
+    outcome = Dispatcher(config).dispatch(event)  # asks work_item_start once for this arming (lifecycle hooks)
+    if outcome.reason == "hook-refused":
+        refusal = f"a lifecycle hook refused the start: {outcome.error or 'no reason given'}"
+        events.emit("control.rejected", work_items=[str(ref)], command="start", actor=operator(), reason=refusal)
+        click.echo(f"error: {refusal}", err=True)
+        sys.exit(1)
     if not outcome.ok:
         control_event(ref, "start", "failed", error=outcome.error or outcome.reason)
         click.echo(f"error: could not start {ref}: {outcome.error or outcome.reason}", err=True)

@@ -1,0 +1,52 @@
+"""``the-loop sessions cleanup``: release a finished work item's local resources, keeping its portable record."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from the_loop.cli._app import FORMAT_OPTION, app, print_json
+from the_loop.cli.sessions._common import COMMENT_OPTION, WORK_ITEM, control_event, operator, ticket_comment
+
+if TYPE_CHECKING:
+    from the_loop.refs import WorkItemRef
+
+
+@click.command()
+@WORK_ITEM
+@COMMENT_OPTION
+@FORMAT_OPTION
+@click.pass_context
+def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool, output_format: str) -> None:
+    """Clean up REF: kill every endpoint's tmux session (harness ended first), remove its checkout and delete its
+    local record, whatever the keep settings say; keep its portable record, with `cleanup` as its last control
+    command so no event spawns it again. Touches nothing remote. Exit 1 when a step failed."""
+    from the_loop.closing import cleanup as cleanup_item
+
+    config = app(ctx).config(source="sessions")
+    report = cleanup_item(config, ref, actor=operator(), source="cli")
+    control_event(ref, "cleanup", "partial" if report.errors else "cleaned", endpoints=report.endpoints or None)
+    if output_format == "json":
+        print_json(report.to_dict())
+    elif not report.found:
+        click.echo(f"cleaned up {ref}: nothing was left on this machine (recorded cleanup as its control command)")
+    else:
+        click.echo(f"cleaned up {ref}")
+        for item in report.removed:
+            if item.startswith("tmux:"):
+                click.echo(f"  killed tmux session {item.removeprefix('tmux:')} (its harness ended first)")
+            elif item == "checkout":
+                click.echo("  removed its checkout (uncommitted work in it is gone)")
+            elif item == "session":
+                click.echo("  deleted its local session record")
+        click.echo("  kept its portable record; its control command is now cleanup")
+    for error in report.errors:
+        click.echo(f"error: cleanup of {ref}: {error}", err=True)
+    if comment:
+        ticket_comment(
+            config, ref, f"the-loop: {operator() or 'an operator'} cleaned up this work item's local resources."
+        )
+    if report.errors:
+        sys.exit(1)
