@@ -289,13 +289,13 @@ class Dispatcher:
         except HarnessError as exc:
             if resume:
                 return str(exc)
-            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=True)
+            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=adapter.name)
         try:
             result = self.runner.spawn(target, cwd, argv, env=self._session_env(event.work_item))
         except (SpawnError, TargetError) as exc:
             if resume:
                 return str(exc)
-            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=True)
+            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=adapter.name)
         if not result.spawned:
             if result.occupant == "live":
                 return self._averted(event, event.endpoint or event.work_item, Endpoint(adapter.name), target, prompt)
@@ -354,13 +354,13 @@ class Dispatcher:
         try:
             adapter = adapter_for(harness_name, self.config)
         except HarnessError as exc:
-            return self._fail(event, str(exc), will_retry=False, spawn_failed=True)
+            return self._fail(event, str(exc), will_retry=False, spawn_failed=harness_name)
         from the_loop import workspace
 
         try:  # the work item's checkout when routing.workspace.root is set, else routing.spawnWorkdir
             cwd = workspace.spawn_cwd(self.config, ref).path
         except workspace.WorkspaceError as exc:
-            return self._fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=True)
+            return self._fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=adapter.name)
         url = provider_url(ref, self.config) or ""
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
         prompt = render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
@@ -378,9 +378,9 @@ class Dispatcher:
             argv = launch_argv(adapter, launch, resume=False)
             result = self.runner.spawn(target, cwd, argv, env=self._session_env(event.work_item))
         except (HarnessError, SpawnError) as exc:
-            return self._fail(event, str(exc), will_retry=True, tmux_target=target, spawn_failed=True)
+            return self._fail(event, str(exc), will_retry=True, tmux_target=target, spawn_failed=adapter.name)
         if not result.spawned:
-            return self._fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=True)
+            return self._fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=adapter.name)
 
         def change(record: SessionRecord) -> None:
             record.sessions[endpoint_ref] = Endpoint(
@@ -490,13 +490,15 @@ class Dispatcher:
         return self._drop(event, reason, detail=detail)
 
     def _fail(
-        self, event: WorkEvent, error: str, *, will_retry: bool, tmux_target: str = "", spawn_failed: bool = False
+        self, event: WorkEvent, error: str, *, will_retry: bool, tmux_target: str = "", spawn_failed: str | None = None
     ) -> Outcome:
-        if spawn_failed:
+        """``spawn_failed`` names the harness when the failure is a spawn's (``session.spawn_failed`` too)."""
+        if spawn_failed is not None:
             events.emit(
                 "session.spawn_failed",
                 level="error",
                 work_item=event.work_item,
+                harness=spawn_failed,
                 error=error,
                 will_retry=will_retry,
                 tmux_target=tmux_target or None,
