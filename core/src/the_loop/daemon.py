@@ -44,12 +44,12 @@ class StopFlag:
         self.stopping = True
 
 
-def preflight(config: LoadedConfig, service: str = "") -> list[str]:
-    """Dependencies a service needs on this machine; silent when satisfied."""
-    from the_loop.webterminal import INGRESS_SERVICES, TTYD_INSTALL
+def preflight(config: LoadedConfig, ingress: bool = False) -> list[str]:
+    """Dependencies an (ingress) service needs on this machine; silent when satisfied."""
+    from the_loop.webterminal import TTYD_INSTALL
 
     missing = []
-    web_terminal = config.core.routing.web_terminal.enabled and service in INGRESS_SERVICES
+    web_terminal = config.core.routing.web_terminal.enabled and ingress
     if (config.core.routing.enabled or web_terminal) and shutil.which("tmux") is None:
         missing.append(f"missing dependency: tmux — {TMUX_INSTALL}")
     if web_terminal and shutil.which("ttyd") is None:
@@ -79,7 +79,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
         return 2
     if not spec.enabled:
         return _refuse(name, [f"it is disabled ({spec.enabled_by} is false)"])
-    missing = preflight(config, name)
+    missing = preflight(config, spec.ingress)
     if spec.problems or missing:
         return _refuse(name, [*spec.problems, *missing])
     from the_loop.hooks_executors import HookLoadError, load_declared
@@ -116,10 +116,20 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     print(f"{name}: started (pid {os.getpid()}; config {config.ref.path})", file=sys.stderr, flush=True)
     code = 0
     try:
+        from the_loop.router import route_pending, start_routing
         from the_loop.webterminal import serving
 
-        with serving(config, name):  # routing.webTerminal: a ttyd child for as long as an ingress runs
-            _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
+        with serving(config, spec.ingress):  # routing.webTerminal: a ttyd child for as long as an ingress runs
+            # The router works the inbox beside the service (routing.enabled): one worker per state root.
+            router = start_routing(config, stop) if spec.ingress and not once else None
+            try:
+                _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
+                if spec.ingress and once:
+                    route_pending(config)  # the cron form routes what its cycle accepted
+            finally:
+                stop.set()
+                if router is not None:
+                    router.join(timeout=30)
     except Exception as exc:
         code = 1
         traceback.print_exc()

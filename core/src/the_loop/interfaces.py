@@ -120,6 +120,7 @@ class ServiceSpec:
     run: str
     problems: tuple[str, ...] = ()
     owner: str = "core"
+    ingress: bool = False  # takes events in: it runs the router, the web terminal and the tmux preflight
 
 
 # ------------------------------------------------------------------------------------------------ ingress

@@ -350,6 +350,19 @@ def inbox_handler(router: Router) -> Any:
     return handle
 
 
+def route_pending(config: LoadedConfig) -> int:
+    """Work the inbox once, now (``daemon run … --once``: the cron form routes what its cycle accepted). 0 when
+    routing is off or another worker holds the inbox."""
+    if not config.core.routing.enabled:
+        return 0
+    from the_loop.inbox import Inbox, InboxWorker, WorkerBusy
+
+    try:
+        return InboxWorker(Inbox.for_config(config), inbox_handler(Router(config))).run_once()
+    except WorkerBusy:
+        return 0
+
+
 def start_routing(config: LoadedConfig, should_stop: Any) -> threading.Thread | None:
     """Run the inbox worker with the router in a background thread of an ingress service (only one worker per
     state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false."""

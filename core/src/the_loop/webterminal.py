@@ -28,10 +28,9 @@ from the_loop import events
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
-__all__ = ["HUB_SESSION", "INGRESS_SERVICES", "TTYD_INSTALL", "WebTerminal", "serving", "ttyd_argv"]
+__all__ = ["HUB_SESSION", "TTYD_INSTALL", "WebTerminal", "serving", "ttyd_argv"]
 
 HUB_SESSION = "the-loop-hub"
-INGRESS_SERVICES = ("gh-webhook", "poller")
 STOP_GRACE_SECONDS = 10.0
 EARLY_EXIT_SECONDS = 0.5  # a ttyd that cannot bind exits at once: look that long before calling it started
 TTYD_INSTALL = (
@@ -164,9 +163,9 @@ class WebTerminal:
 
 
 @contextlib.contextmanager
-def serving(config: LoadedConfig, service: str) -> Iterator[WebTerminal | None]:
+def serving(config: LoadedConfig, ingress: bool) -> Iterator[WebTerminal | None]:
     """Run the web terminal around an ingress service's life when ``routing.webTerminal.enabled``."""
-    if service not in INGRESS_SERVICES or not config.core.routing.web_terminal.enabled:
+    if not ingress or not config.core.routing.web_terminal.enabled:
         yield None
         return
     terminal = WebTerminal(config)

@@ -106,6 +106,7 @@ def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
             pidfile=layout.pidfile("gh-webhook"),
             logfile=layout.logfile("gh-webhook"),
             run="the_loop.server:run_service",
+            ingress=True,
             problems=tuple(webhook_problems(config)) if core.webhooks.gh_webhook.enabled else (),
         ),
         ServiceSpec(
@@ -115,6 +116,7 @@ def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
             pidfile=layout.pidfile("poller"),
             logfile=layout.logfile("poller"),
             run="the_loop.poller:run_service",
+            ingress=True,
             problems=tuple(poller_problems(config)) if core.polling.enabled else (),
         ),
     ]
