@@ -536,3 +536,37 @@ def test_m2_twenty_work_events_reach_the_pane_in_order_exactly_once_across_resta
     assert len(harness.records("start")) == 1
     drops = [e for e in events.read_events(e2e.config.state.events_path, events.EventFilter(("dispatch.dropped",)))]
     assert [(r["delivery_id"], r["reason"]) for _, r in drops] == [("gh-12", "already-processed")]
+
+
+def test_work_items_are_lanes_handled_side_by_side_each_in_order(layout: StateLayout) -> None:
+    """A slow work item does not hold up the others; one work item's entries keep their order; an entry naming two
+    work items joins their lanes."""
+    import time
+
+    inbox = Inbox(layout)
+    for n in range(3):
+        inbox.put(f"slow-{n}", {"work_item": "slow", "n": n})
+        inbox.put(f"fast-{n}", {"work_item": "fast", "n": n})
+    inbox.put("link", {"work_items": ["fast", "other"], "n": 9})
+    inbox.put("other-0", {"work_item": "other", "n": 0})
+    seen: list[tuple[str, int, float]] = []
+    lock = threading.Lock()
+
+    def handle(entry: InboxEntry) -> Outcome:
+        item = entry.work_items[0]
+        if item == "slow":
+            time.sleep(0.2)
+        with lock:
+            seen.append((item, entry.data["n"], time.monotonic()))
+        return outcome("delivered")
+
+    started = time.monotonic()
+    assert InboxWorker(inbox, handle, workers=4).run_once() == 8
+    by_item: dict[str, list[int]] = {}
+    for item, n, _ in seen:
+        by_item.setdefault(item, []).append(n)
+    assert by_item["slow"] == [0, 1, 2]
+    assert by_item["fast"] == [0, 1, 2, 9] and by_item["other"] == [0]
+    fast_done = max(t for item, _, t in seen if item != "slow")
+    assert fast_done - started < 0.2  # the fast lane finished before the slow lane's first entry
+    assert inbox.pending() == []

@@ -455,10 +455,12 @@ class InboxWorker:
         inbox: Inbox,
         handle: Callable[[InboxEntry], Any],
         clock: Callable[[], float] = time.time,
+        workers: int = 1,
     ) -> None:
         self.inbox = inbox
         self.handle = handle
         self.clock = clock
+        self.workers = max(1, workers)  # routing.maxConcurrentDispatches: work items handled at once
         self._lock_fd: int | None = None
 
     def run(self, should_stop: Callable[[], bool], interval: float = 0.1) -> bool:
@@ -479,20 +481,31 @@ class InboxWorker:
         return True
 
     def run_once(self, should_stop: Callable[[], bool] | None = None) -> int:
-        """Handle every entry due now, in order; the number handled."""
+        """Handle every entry due now; the number handled.
+
+        Entries that share a work item form one lane, handled in arrival order, and a lane stops at an entry left
+        pending for a retry (its later events wait behind it). Up to ``workers`` lanes run at once, so a slow spawn
+        of one work item does not hold up the others.
+        """
         with self._holding():
-            handled = 0
-            held: set[str] = set()
-            for entry in self.inbox.pending(self.clock()):
-                if should_stop is not None and should_stop():
-                    break
-                if held.intersection(entry.work_items):
-                    held.update(entry.work_items)  # an earlier event of one of its work items is backing off
-                    continue
-                handled += 1
-                if not self._handle(entry):
-                    held.update(entry.work_items)
-        return handled
+            lanes = _lanes(self.inbox.pending(self.clock()))
+
+            def drain(lane: list[InboxEntry]) -> int:
+                handled = 0
+                for entry in lane:
+                    if should_stop is not None and should_stop():
+                        break
+                    handled += 1
+                    if not self._handle(entry):
+                        break  # an earlier event of this work item is backing off: keep the order
+                return handled
+
+            if self.workers == 1 or len(lanes) <= 1:
+                return sum(drain(lane) for lane in lanes)
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(lanes))) as pool:
+                return sum(pool.map(drain, lanes))
 
     def _handle(self, entry: InboxEntry) -> bool:
         """Handle one entry; False when it stays pending for a retry (so its work items wait behind it)."""
@@ -549,3 +562,28 @@ class InboxWorker:
         finally:
             self._lock_fd = None
             os.close(fd)
+
+
+def _lanes(entries: list[InboxEntry]) -> list[list[InboxEntry]]:
+    """Group entries, keeping their order, so that entries naming a common work item share one lane; an entry that
+    names none has a lane of its own."""
+    lanes: list[list[InboxEntry]] = []
+    lane_of: dict[str, int] = {}
+    for entry in entries:
+        joined = sorted({lane_of[item] for item in entry.work_items if item in lane_of})
+        if not joined:
+            index = len(lanes)
+            lanes.append([entry])
+        else:
+            index = joined[0]
+            for other in joined[1:]:  # the entry links two lanes: merge them, in arrival order
+                lanes[index].extend(lanes[other])
+                lanes[other] = []
+                for item, at in list(lane_of.items()):
+                    if at == other:
+                        lane_of[item] = index
+            lanes[index].append(entry)
+            lanes[index].sort(key=lambda e: e.name)
+        for item in entry.work_items:
+            lane_of[item] = index
+    return [lane for lane in lanes if lane]

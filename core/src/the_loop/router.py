@@ -358,7 +358,8 @@ def route_pending(config: LoadedConfig) -> int:
     from the_loop.inbox import Inbox, InboxWorker, WorkerBusy
 
     try:
-        return InboxWorker(Inbox.for_config(config), inbox_handler(Router(config))).run_once()
+        workers = config.core.routing.max_concurrent_dispatches
+        return InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)), workers=workers).run_once()
     except WorkerBusy:
         return 0
 
@@ -370,7 +371,8 @@ def start_routing(config: LoadedConfig, should_stop: Any) -> threading.Thread | 
         return None
     from the_loop.inbox import Inbox, InboxWorker
 
-    worker = InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)))
+    workers = config.core.routing.max_concurrent_dispatches
+    worker = InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)), workers=workers)
     thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-router", daemon=True)
     thread.start()
     return thread
