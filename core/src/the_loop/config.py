@@ -261,6 +261,9 @@ def load_config(
         warnings.append(f"config: state.root must be a string, not {type(state['root']).__name__}; using .the-loop")
         raw = {**raw, "state": {k: v for k, v in state.items() if k != "root"}}
 
+    from the_loop.hooks_config import check_declaration
+
+    raw = check_declaration(raw, ref.path)  # strict: one line naming a bad hooks[] entry
     core = validate_section(CoreConfig, raw, "", ref.path)
     if core.routing.runner != "tmux":
         warnings.append(f"config: routing.runner: {core.routing.runner!r} is ignored; sessions always run in tmux")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 from pydantic.alias_generators import to_camel
 
 CURRENT_CONFIG_VERSION = "0.12.0"
@@ -195,6 +195,10 @@ class RoutingSection(Section):
     announce: AnnounceSection = AnnounceSection()
 
 
+_LOCAL_ONLY = {"executor", "with", "with_"}  # HookEntry keys by alias and by name
+_REMOTE_ONLY = {"tokenEnv", "token_env", "headers", "timeoutSeconds", "timeout_seconds"}
+
+
 class HookEntry(Section):
     """One operator-declared lifecycle hook (top-level ``hooks:``). The strict rules — exactly one of
     module/path/url, kind-specific keys, a bare YAML ``on:`` — are checked on the raw document first, by
@@ -212,6 +216,13 @@ class HookEntry(Section):
     token_env: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(10, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _only_its_kind(self, handler: Any) -> Any:
+        """Dump only the keys this entry's kind may have, so ``config show`` prints a declaration that loads."""
+        kind = "module" if self.module else "path" if self.path else "url"
+        unused = ({"module", "path", "url"} - {kind}) | (_LOCAL_ONLY if kind == "url" else _REMOTE_ONLY)
+        return {k: v for k, v in handler(self).items() if k not in unused and v not in (None, "")}  # unset: left out
 
 
 class CoreConfig(Section):

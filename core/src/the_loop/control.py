@@ -86,7 +86,10 @@ def record(config: LoadedConfig, ref: WorkItemRef, command: str, *, source: str,
         "note": note,
         "instance": "",
     }
-    WorkItemStore(config.state, config=config).update_section(ref, "control", control)
+    store = WorkItemStore(config.state, config=config)
+    store.update_section(ref, "control", control)
+    if command in ("stop", "cleanup"):  # disarmed: the next arming asks work_item_start again (lifecycle hooks)
+        store.update_section(ref, "lifecycle", None)
 
 
 def recorded(config: LoadedConfig, ref: WorkItemRef) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
         ServiceSpec,
         TicketProvider,
     )
-    from the_loop.lifecycle import Decision, LifecycleContext
 
 ENTRY_POINT_GROUP = "the_loop.plugins"
 DEFAULT_PLUGINS = ("the_loop.default_plugins.core",)
@@ -150,7 +149,7 @@ class PluginHost:
         """
         results: list[tuple[str, Any]] = []
         caller = getattr(self.pm.hook, hook_name)
-        for impl in reversed(caller.get_hookimpls()):  # pluggy keeps them LIFO
+        for impl in caller.get_hookimpls():  # registration order (pluggy itself would call the last one first)
             name = impl.plugin_name
             try:
                 items = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
@@ -223,21 +222,6 @@ class PluginHost:
 
     def channels(self) -> dict[str, type[Channel]]:
         return self._named("loop_register_channels", "channels", "name")
-
-    def lifecycle_each(
-        self, point: str, context: Callable[[], LifecycleContext]
-    ) -> Iterator[tuple[str, Decision | Exception]]:
-        """Call each implementation of ``loop_<point>`` on its own, in registration order, building its context
-        just before the call (so it sees the decisions made so far); an exception is yielded, not raised."""
-        caller = getattr(self.pm.hook, f"loop_{point}")
-        for impl in reversed(caller.get_hookimpls()):
-            try:
-                answer = impl.function(**{arg: context() for arg in impl.argnames})
-            except Exception as exc:
-                yield impl.plugin_name, exc
-                continue
-            if answer is not None:
-                yield impl.plugin_name, answer
 
     def describe(self) -> list[PluginInfo]:
         """Every plugin with everything it contributes (for ``the-loop plugins``)."""
