@@ -263,3 +263,22 @@ def test_a26_through_the_inbox_a_comment_queued_before_a_stop_is_delivered_first
     assert "C1: one more thing" in harness.wait_for_submitted(2)[-1]
     assert world.own().status == "closed"
     assert inbox.pending() == []
+
+
+def test_e25_an_input_received_hook_can_refuse_a_command(world: World, plugin_host: Any) -> None:
+    from the_loop import hookimpl
+    from the_loop.lifecycle import Decision
+
+    harness = started(world)
+
+    class NoCommands:
+        @hookimpl
+        def loop_input_received(self, ctx: Any) -> Decision | None:
+            return Decision(proceed=False, reason="commands are off") if ctx.kind == "command" else None
+
+    plugin_host.register(NoCommands(), "no-commands")
+    assert world.handle("the-loop stop").error == "input-refused"
+    assert world.own().status == "active"
+    assert world.log("control.rejected")[-1]["reason"] == "input-refused"
+    assert world.handle("still a comment").status == "delivered"
+    assert "still a comment" in harness.wait_for_submitted(2)[-1]

@@ -169,9 +169,25 @@ class Router:
     # -------------------------------------------------------------------------------------------- commands
 
     def _command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
+        from the_loop import lifecycle
+
         actor = event.actor.id if event.actor else ""
         if collaborator:
             return self._rejected(event, target, command, "unauthorized-actor")
+        asked = lifecycle.run(
+            lifecycle.InputReceived(
+                work_item=lifecycle.work_item_facts(target, self.config),
+                kind="command",
+                actor=actor,
+                source="comment",
+                command=command,
+                event=event.event,
+                text=event.body or "",
+            ),
+            self.config,
+        )
+        if asked.proceed is False:  # L9: a refused command is not executed
+            return self._rejected(event, target, command, "input-refused")
         record = self.registry.load(str(target))
         own = record.own if record else None
         live = own is not None and own.live
