@@ -1,0 +1,221 @@
+"""GitHub webhook accept throughput and latency: signed ~12 KB deliveries into the real receiver, each one verified,
+normalized and fsync'd into the inbox before its 202.
+
+Run: ``.venv/bin/python benchmarks/bench_webhook.py [--requests N] [--threads T] [--max-seconds S] [--dir PATH]``.
+Starts ``the-loop daemon run gh-webhook`` (the GitHub plugin's route) on a free 127.0.0.1 port with its state root in
+``--dir`` (default: a temporary directory under the system's temp dir — use one on the disk the state root lives on;
+tmpfs makes fsync free), then T threads, each with its own keep-alive httpx client, POST N distinct issue comments
+(a real ``@octokit/webhooks-examples`` payload, re-bodied to ~12 KB, signed with HMAC-SHA256) or stop after S
+seconds. Bodies and signatures are made before the clock starts. Prints accepted/s, p50/p99 latency, the server's
+CPU time per request, and checks that every accepted delivery is an entry in ``local/inbox/``.
+Targets: ≥ 800 accepted/s, p99 ≤ 40 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from the_loop.testing import free_port
+from the_loop_github.webhook import signature
+
+ROOT = Path(__file__).resolve().parent.parent
+PAYLOAD = ROOT / "plugins" / "github" / "tests" / "payloads" / "issue_comment.created.json"
+SECRET = "bench-secret"
+BODY_BYTES = 12 * 1024
+
+
+def deliveries(count: int) -> list[tuple[bytes, dict[str, str]]]:
+    """``count`` signed deliveries of distinct comments, each body ≈ BODY_BYTES."""
+    base = json.loads(PAYLOAD.read_text(encoding="utf-8"))
+    base["repository"].update(full_name="octo/repo", name="repo", html_url="https://github.com/octo/repo")
+    made = []
+    for n in range(count):
+        base["issue"]["number"] = 1 + n % 50
+        base["comment"].update(id=10_000_000 + n, node_id=f"IC_kwDObench{n:010d}", body="")
+        room = BODY_BYTES - len(json.dumps(base, separators=(",", ":")).encode())
+        base["comment"]["body"] = ("Please add tests for the retry path. " * 400)[: max(room, 0)]
+        body = json.dumps(base, separators=(",", ":")).encode()
+        headers = {
+            "X-GitHub-Event": "issue_comment",
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature(SECRET, body),
+            "Content-Type": "application/json",
+        }
+        made.append((body, headers))
+    return made
+
+
+def start_server(root: Path, port: int) -> subprocess.Popen[bytes]:
+    config = root / ".the-loop" / "cli-config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'version: "0.12.0"\nwebhooks: {{ghWebhook: {{enabled: true, port: {port}}}}}\n')
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("THE_LOOP_")},
+        "HOME": str(root),
+        "THE_LOOP_GH_WEBHOOK_SECRET": SECRET,
+    }
+    argv = [sys.executable, "-m", "the_loop", "-c", str(config), "daemon", "run", "gh-webhook"]
+    process = subprocess.Popen(argv, cwd=root, env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    with httpx.Client() as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    return process
+            except httpx.HTTPError:
+                time.sleep(0.05)
+    process.kill()
+    raise SystemExit("the receiver did not come up within 20 s")
+
+
+def drive(
+    url: str, items: list[tuple[bytes, dict[str, str]]], threads: int, max_seconds: float
+) -> tuple[list[float], float, int, int]:
+    """Send ``items`` from ``threads`` keep-alive clients; latencies (ms), wall time, accepted, other answers."""
+    latencies: list[float] = []
+    counts = {"accepted": 0, "other": 0}
+    lock = threading.Lock()
+    next_index = [0]
+    deadline = time.monotonic() + max_seconds
+
+    def worker() -> None:
+        mine: list[float] = []
+        accepted = other = 0
+        with httpx.Client(timeout=10) as client:
+            while time.monotonic() < deadline:
+                with lock:
+                    index = next_index[0]
+                    next_index[0] += 1
+                if index >= len(items):
+                    break
+                body, headers = items[index]
+                began = time.perf_counter()
+                try:
+                    ok = client.post(url, content=body, headers=headers).status_code == 202
+                except httpx.HTTPError:
+                    ok = False
+                mine.append((time.perf_counter() - began) * 1000)
+                accepted += ok
+                other += not ok
+        with lock:
+            latencies.extend(mine)
+            counts["accepted"] += accepted
+            counts["other"] += other
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    began = time.perf_counter()
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return latencies, time.perf_counter() - began, counts["accepted"], counts["other"]
+
+
+class Drain:
+    """Settles inbox entries as they arrive, as the receiver's worker does in a routing daemon, and counts them."""
+
+    def __init__(self, state_root: Path) -> None:
+        from the_loop.inbox import Inbox, InboxWorker
+        from the_loop.state import StateLayout
+
+        self.settled = 0
+        self.stop = threading.Event()
+        self.worker = InboxWorker(Inbox(StateLayout(state_root)), self._handle)
+        self.thread = threading.Thread(target=self.worker.run, args=(self.stop.is_set, 0.01), daemon=True)
+
+    def _handle(self, _entry: object) -> object:
+        self.settled += 1
+        return type("Outcome", (), {"status": "delivered"})()
+
+    def __enter__(self) -> Drain:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of ``pid`` so far (Linux ``/proc``; zeros elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=4000, help="deliveries to send (default 4000)")
+    parser.add_argument("--threads", type=int, default=16, help="keep-alive client threads (default 16)")
+    parser.add_argument("--max-seconds", type=float, default=30.0, help="time limit (default 30)")
+    parser.add_argument("--dir", type=Path, default=None, help="where to put the state root (default: a temp dir)")
+    parser.add_argument(
+        "--no-drain", action="store_true", help="leave entries pending (no worker settling them, the inbox grows)"
+    )
+    args = parser.parse_args()
+
+    warmup = min(200, args.requests)
+    items = deliveries(warmup + args.requests)
+    size = statistics.mean(len(body) for body, _ in items)
+    port = free_port()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = Path(tmp)
+        process = start_server(root, port)
+        url = f"http://127.0.0.1:{port}/gh-webhook"
+        drain = Drain(root / ".the-loop")
+        try:
+            print(
+                f"receiver: 127.0.0.1:{port}, state root {root}, {args.threads} keep-alive senders, "
+                f"{os.cpu_count()} CPUs, bodies {size / 1024:.1f} KiB, "
+                f"{'no worker' if args.no_drain else 'a worker settling entries'}"
+            )
+            if not args.no_drain:
+                drain.__enter__()
+            drive(url, items[:warmup], args.threads, args.max_seconds)
+            cpu_before = cpu_seconds(process.pid)
+            latencies, wall, accepted, other = drive(url, items[warmup:], args.threads, args.max_seconds)
+            cpu_after = cpu_seconds(process.pid)
+            user, system = (
+                (after - before) / max(len(latencies), 1) * 1000
+                for after, before in zip(cpu_after, cpu_before, strict=True)
+            )
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=15)
+            if not args.no_drain:
+                drain.__exit__()
+        stored = drain.settled + len(list((root / ".the-loop" / "local" / "inbox").glob("*.json")))
+    p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+    print(
+        f"accepted {accepted} of {len(latencies)} in {wall:.2f} s: {accepted / wall:.0f} accepted/s  "
+        f"p50 {p50:.1f} ms  p99 {p99:.1f} ms  server CPU {user:.2f} user + {system:.2f} system ms/req  "
+        f"other answers {other}"
+    )
+    print(f"inbox entries {stored}, settled or pending (warm-up {warmup} + accepted {accepted})")
+    met = accepted / wall >= 800 and p99 <= 40 and stored == warmup + accepted
+    print(f"targets (≥ 800 accepted/s, p99 ≤ 40 ms, all stored): {'met' if met else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

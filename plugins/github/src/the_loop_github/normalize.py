@@ -1,0 +1,302 @@
+"""A GitHub delivery (event name, delivery id, parsed payload) → core's :class:`~the_loop.models.InboundEvent`, or a
+:class:`Drop` with its reason.
+
+What is read, and only that (A §3 "payload fields read"): the event and action filters (F1, F2, F6), the work item
+(X1/X2: an issue event yields that issue; a pull-request event its own PR — linking PRs to the issues they deliver
+comes later), the actor (G2), the comment or review body (never an issue or PR body), labels, the close reason, the
+dedupe key (decision 6), what to react on, and the excerpt: an allow-list per event (P3), never the raw payload, no
+``user``/``sender`` objects, no API URLs. A payload of the wrong shape anywhere reads as "absent", never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from the_loop.models import Actor, InboundEvent
+from the_loop.refs import WorkItemRef
+from the_loop_github.refs import SCHEME, host_of, ref_for, repository_key
+
+__all__ = ["DEFAULT_EVENTS", "FORGED_KEY", "Drop", "normalize"]
+
+# F2: what a receiver with no `webhooks.ghWebhook.events` list accepts (so `ping` and `push` drop).
+DEFAULT_EVENTS = (
+    "issues",
+    "issue_comment",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "workflow_run",
+    "check_run",
+    "check_suite",
+    "status",
+)
+# F1: only in-process ingresses may name a provider; a pushed payload that does is forged.
+FORGED_KEY = "x-the-loop-provider"
+# F6: the actions routed per event (a review also needs a body). `status` has no action.
+ACTIONS: dict[str, frozenset[str]] = {
+    "issue_comment": frozenset({"created"}),
+    "pull_request_review": frozenset({"submitted"}),
+    "pull_request_review_comment": frozenset({"created"}),
+    "issues": frozenset({"opened", "labeled", "reopened", "closed"}),
+    "pull_request": frozenset({"opened", "labeled", "reopened", "ready_for_review", "closed"}),
+    "workflow_run": frozenset({"completed"}),
+    "check_run": frozenset({"completed"}),
+    "check_suite": frozenset({"completed"}),
+    "status": frozenset({""}),
+}
+CI_EVENTS = frozenset({"workflow_run", "check_run", "check_suite", "status"})
+LIFECYCLE_KINDS = {"opened": "opened", "labeled": "labeled", "reopened": "reopened", "closed": "closed"}
+
+# P3: the fields each container contributes to the excerpt (`author` is added for comments and reviews).
+FIELDS: dict[str, tuple[str, ...]] = {
+    "comment": ("path", "line", "body", "html_url"),
+    "review": ("state", "body", "html_url"),
+    "issue": ("number", "title", "state", "html_url"),
+    "pull_request": ("number", "title", "state", "draft", "merged", "html_url"),
+    "label": ("name",),
+    "workflow_run": ("name", "event", "status", "conclusion", "head_branch", "html_url"),
+    "check_run": ("name", "status", "conclusion", "output", "html_url", "details_url"),
+    "check_suite": ("status", "conclusion", "head_branch", "head_sha"),
+}
+OUTPUT_FIELDS = ("title", "summary")
+STATUS_FIELDS = ("state", "context", "description", "target_url")  # a `status` payload keeps them at its root
+EXCERPTS: dict[str, tuple[str, ...]] = {
+    "issue_comment": ("comment",),
+    "pull_request_review_comment": ("comment",),
+    "pull_request_review": ("review",),
+    "issues": ("actor", "issue", "label"),
+    "pull_request": ("actor", "pull_request", "label"),
+    "workflow_run": ("workflow_run",),
+    "check_run": ("check_run",),
+    "check_suite": ("check_suite",),
+    "status": ("status",),
+}
+FREE_TEXT = frozenset({"body", "description", "summary"})  # capped by core's renderer; other strings here
+SHORT_CAP = 512
+NODE_ID = re.compile(r"^[A-Za-z0-9_=+/-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A delivery that is not routed; ``reason`` is the ``routing.dropped`` reason."""
+
+    reason: str
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _login(user: Any) -> str | None:
+    login = (_str(_dict(user).get("login")) or "").strip()
+    return login or None
+
+
+def _url(value: Any) -> str:
+    """A web URL kept only when it is http(s) with a host, and short."""
+    return value if host_of(value) and len(value) <= SHORT_CAP else ""
+
+
+def _scalar(key: str, value: Any) -> Any:
+    if isinstance(value, str):
+        return value if key in FREE_TEXT else value[:SHORT_CAP]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return None
+
+
+def _pick(source: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    picked: dict[str, Any] = {}
+    for key in fields:
+        if key == "output":
+            output = {name: _scalar(name, _dict(source.get(key)).get(name)) for name in OUTPUT_FIELDS}
+            output = {name: value for name, value in output.items() if value is not None}
+            if output:
+                picked[key] = output
+            continue
+        value = _scalar(key, source.get(key))
+        if value is not None:
+            picked[key] = value
+    return picked
+
+
+def excerpt_for(event: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """P3: the allow-listed view of ``payload`` for the prompt. Unknown events use every known container present."""
+    containers = EXCERPTS.get(event) or ("actor", *FIELDS)
+    excerpt: dict[str, Any] = {}
+    for name in containers:
+        if name == "actor":
+            login = _login(payload.get("sender"))
+            if login:
+                excerpt["actor"] = login
+        elif name == "status":
+            excerpt.update(_pick(payload, STATUS_FIELDS))
+        elif isinstance(payload.get(name), Mapping):
+            picked = _pick(payload[name], FIELDS[name])
+            if name in ("comment", "review"):
+                login = _login(payload[name].get("user"))
+                if login:
+                    picked["author"] = login
+            if picked:
+                excerpt[name] = picked
+    return excerpt
+
+
+def _pull_request_numbers(event: str, payload: Mapping[str, Any]) -> list[Any]:
+    """X4 (entity part): the PRs a CI event names. The branch convention arrives with PR linkage."""
+    if event == "check_run":
+        run = _dict(payload.get("check_run"))
+        lists = [run.get("pull_requests"), _dict(run.get("check_suite")).get("pull_requests")]
+    elif event in ("check_suite", "workflow_run"):
+        lists = [_dict(payload.get(event)).get("pull_requests")]
+    else:
+        lists = []
+    return [_dict(item).get("number") for items in lists if isinstance(items, list) for item in items]
+
+
+def _subject(event: str, payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """The issue or PR the event is on, and whether it is a pull request."""
+    if event in ("issues", "issue_comment"):
+        issue = _dict(payload.get("issue"))
+        return issue, "pull_request" in issue
+    if event.startswith("pull_request"):
+        return _dict(payload.get("pull_request")), True
+    return {}, False
+
+
+def _labels(subject: Mapping[str, Any]) -> tuple[str, ...]:
+    labels = subject.get("labels")
+    if not isinstance(labels, list):
+        return ()
+    names = (_str(_dict(label).get("name")) for label in labels)
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
+def _kind(event: str, action: str) -> str:
+    if event == "issue_comment":
+        return "comment"
+    if event == "pull_request_review":
+        return "review"
+    if event == "pull_request_review_comment":
+        return "review-comment"
+    if event in CI_EVENTS:
+        return "ci"
+    if event in ("issues", "pull_request"):
+        return LIFECYCLE_KINDS.get(action, "other")
+    return "other"
+
+
+def _object_key(kind: str, obj: Mapping[str, Any]) -> str | None:
+    node_id = _str(obj.get("node_id"))
+    return f"{SCHEME}:{kind}:{node_id}" if node_id and NODE_ID.match(node_id) else None
+
+
+def normalize(
+    event: str,
+    delivery_id: str,
+    payload: Mapping[str, Any],
+    *,
+    events: Sequence[str] = (),
+    received_at: str = "",
+    transport: str = "webhook",
+) -> InboundEvent | Drop:
+    """Normalize one delivery. ``events`` is ``webhooks.ghWebhook.events`` (empty: :data:`DEFAULT_EVENTS`)."""
+    if FORGED_KEY in payload:
+        return Drop("forged-provider")
+    if event not in (events or DEFAULT_EVENTS):
+        return Drop("disabled-event")
+    action = _str(payload.get("action")) or ""
+    allowed = ACTIONS.get(event)
+    if allowed is not None and action not in allowed:
+        return Drop("ignored-action")
+    review = _dict(payload.get("review"))
+    if event == "pull_request_review" and not (_str(review.get("body")) or "").strip():
+        return Drop("ignored-action")  # F6: a review is routed only with something to say
+
+    kind = _kind(event, action)
+    subject, is_pull = _subject(event, payload)
+    entity = ref_for(payload, subject.get("number"), subject) if subject else None
+    if kind == "ci":
+        found = (ref_for(payload, number) for number in _pull_request_numbers(event, payload))
+        candidates: tuple[WorkItemRef, ...] = tuple(dict.fromkeys(ref for ref in found if ref is not None))
+    else:
+        candidates = (entity,) if entity is not None else ()
+    comment = _dict(payload.get("comment"))
+    repository = repository_key(payload)
+
+    actor_login = None
+    body = None
+    if event in ("issue_comment", "pull_request_review_comment"):
+        actor_login, body = _login(comment.get("user")), _str(comment.get("body"))
+    elif event == "pull_request_review":
+        actor_login, body = _login(review.get("user")), _str(review.get("body"))
+    elif kind != "ci":
+        actor_login = _login(payload.get("sender"))
+
+    closed = None
+    if action == "closed" and event in ("issues", "pull_request"):
+        closed = "issue-closed" if event == "issues" else "pr-merged" if subject.get("merged") is True else "pr-closed"
+
+    dedupe_key = None
+    if event == "issue_comment":
+        dedupe_key = _object_key("comment", comment)
+    elif event == "pull_request_review":
+        dedupe_key = _object_key("review", review)
+    elif event == "pull_request_review_comment":
+        dedupe_key = _object_key("review-comment", comment)
+    elif closed and entity is not None:
+        dedupe_key = f"{SCHEME}:close:{entity}:{'merged' if closed == 'pr-merged' else 'closed'}"
+
+    ack: dict[str, str] = {}
+    comment_id = _positive(comment.get("id"))
+    if repository and event in ("issue_comment", "pull_request_review_comment") and comment_id:
+        ack = {
+            "kind": "issue-comment" if event == "issue_comment" else "review-comment",
+            "repository": repository,
+            "id": str(comment_id),
+        }
+    elif repository and entity is not None:
+        ack = {"kind": "issue", "repository": repository, "id": str(entity.number)}
+
+    if event in ("issue_comment", "pull_request_review_comment"):
+        url = comment.get("html_url")
+    elif event == "pull_request_review":
+        url = review.get("html_url")
+    elif event == "status":
+        url = payload.get("target_url")
+    else:
+        url = _dict(payload.get(event)).get("html_url") if kind == "ci" else subject.get("html_url")
+    label = _str(_dict(payload.get("label")).get("name")) if action == "labeled" else None
+    return InboundEvent(
+        dedupe_key=dedupe_key or delivery_id,
+        delivery_id=delivery_id,
+        provider=SCHEME,
+        transport=transport,  # type: ignore[arg-type]
+        event=event,
+        action=action,
+        kind=kind,  # type: ignore[arg-type]
+        repository=repository,
+        actor=Actor(provider=SCHEME, id=actor_login) if actor_login else None,
+        body=body,
+        entity=str(entity) if entity is not None else None,
+        work_items=tuple(str(ref) for ref in candidates),
+        pull_request=str(entity) if entity is not None and is_pull else None,
+        labels=_labels(subject),
+        label_added=label or None,
+        closed=closed,  # type: ignore[arg-type]
+        url=_url(url),
+        excerpt=excerpt_for(event, payload),
+        ack=ack,
+        received_at=received_at,
+    )

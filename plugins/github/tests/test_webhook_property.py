@@ -1,0 +1,123 @@
+"""A property of the real receiver over generated headers and bodies: it never answers 5xx, and nothing unsigned,
+wrongly signed or carrying a forged provider key ever reaches the inbox (and so never a session)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import gh_payloads as g
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from the_loop_github.normalize import DEFAULT_EVENTS
+from the_loop_github.webhook import signature
+
+if TYPE_CHECKING:
+    from conftest import Receiver
+
+PAYLOADS = [
+    ("issue_comment.created", "issue_comment"),
+    ("issues.opened", "issues"),
+    ("issues.labeled", "issues"),
+    ("pull_request.closed", "pull_request"),
+    ("pull_request_review.submitted", "pull_request_review"),
+    ("pull_request_review_comment.created", "pull_request_review_comment"),
+    ("check_run.completed", "check_run"),
+    ("status", "status"),
+    ("ping", "ping"),
+]
+HEADER_BYTES = st.binary(max_size=80).map(lambda b: bytes(c for c in b if c not in b"\r\n\x00"))
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@st.composite
+def payload_bodies(draw: st.DrawFn) -> tuple[bytes, bool, bytes]:
+    """A body, whether it carries the forged provider key, and the event it would come with."""
+    kind = draw(st.sampled_from(["real", "real", "json", "bytes"]))
+    event = draw(st.sampled_from([*DEFAULT_EVENTS, "ping", "push"]).map(str.encode) | HEADER_BYTES)
+    if kind == "bytes":
+        return draw(st.binary(max_size=300)), False, event
+    if kind == "json":
+        value = draw(st.dictionaries(st.text(max_size=12), JSON, max_size=6))
+    else:
+        name, natural = draw(st.sampled_from(PAYLOADS))
+        event = natural.encode() if draw(st.integers(0, 3)) else event
+        value = g.adapt(g.load(name), number=draw(st.integers(1, 40)))
+        if "comment" in value:
+            g.new_comment(value, draw(st.integers(1, 10**12)))  # its own node id: not a duplicate
+            value["comment"]["body"] = draw(st.text(max_size=60))
+        if draw(st.integers(0, 3)) == 0:
+            value["action"] = draw(st.sampled_from(["created", "opened", "closed", "deleted", ""]))
+        if draw(st.integers(0, 3)) == 0:
+            value[draw(st.sampled_from(["repository", "sender", "comment", "issue"]))] = draw(JSON)
+    forged = draw(st.integers(0, 3)) == 0
+    if forged:
+        value["x-the-loop-provider"] = draw(st.sampled_from(["jira", "github", "", None]))
+    return json.dumps(value).encode(), forged, event
+
+
+def exchange(port: int, head: list[bytes], body: bytes) -> int | None:
+    request = b"\r\n".join(
+        [b"POST /gh-webhook HTTP/1.1", b"Host: 127.0.0.1", f"Content-Length: {len(body)}".encode(), *head]
+    )
+    request += b"\r\nConnection: close\r\n\r\n" + body
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return int(data.split(b" ", 2)[1]) if data else None
+
+
+def test_the_receiver_never_5xx_and_never_stores_what_it_must_not(receiver: Receiver) -> None:
+    seen: dict[str, Any] = {"accepted": 0, "refused": 0}
+
+    @settings(
+        max_examples=200,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        body=payload_bodies(),
+        signing=st.sampled_from(["valid"] * 5 + ["wrong", "missing", "garbage"]),
+        garbage=HEADER_BYTES,
+        delivery=st.sampled_from(["fresh", "fresh", "fresh", "none", "bytes"]).flatmap(
+            lambda mode: {"fresh": st.just(b"fresh"), "none": st.none(), "bytes": HEADER_BYTES}[mode]
+        ),
+    )
+    def check(body: tuple[bytes, bool, bytes], signing: str, garbage: bytes, delivery: bytes | None) -> None:
+        raw, forged, event = body
+        head = [b"X-GitHub-Event: " + event, b"Content-Type: application/json"]
+        if delivery is not None:  # "fresh": a new GUID each time, as GitHub sends (drawn ones repeat)
+            head.append(b"X-GitHub-Delivery: " + (str(uuid.uuid4()).encode() if delivery == b"fresh" else delivery))
+        if signing == "valid":
+            head.append(b"X-Hub-Signature-256: " + signature(g.SECRET, raw).encode())
+        elif signing == "wrong":
+            head.append(b"X-Hub-Signature-256: " + signature("wrong", raw).encode())
+        elif signing == "garbage":
+            head.append(b"X-Hub-Signature-256: " + garbage)
+        before = receiver.accepted_keys()
+        status = exchange(receiver.port, head, raw)
+        after = receiver.accepted_keys()
+        assert status is not None and status < 500, (status, head, raw[:200])
+        if signing != "valid":
+            assert status in (400, 401)  # 400 only when h11 refuses the header bytes themselves
+            assert after == before
+            seen["refused"] += 1
+        elif forged:
+            assert after == before
+        elif len(after) > len(before):
+            seen["accepted"] += 1
+
+    check()
+    assert seen["refused"] > 0 and seen["accepted"] > 0  # both sides of the property were exercised
+    assert receiver.healthy()
+    assert not [r for r in receiver.events("server.rejected") if r.get("status", 0) >= 500]
