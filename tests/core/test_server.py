@@ -140,6 +140,11 @@ def test_plugin_route_is_reached(server: Server) -> None:
     assert response.json() == {"received": 5, "event": "ping"}
 
 
+def test_a_trailing_slash_reaches_the_same_route_without_a_redirect(server: Server) -> None:
+    response = httpx.post(f"{server.url}/echo/", content=b"hi", follow_redirects=False)
+    assert response.status_code == 202 and response.json()["received"] == 2
+
+
 def test_wrong_method_on_a_route_is_405(server: Server) -> None:
     response = httpx.get(f"{server.url}/echo")
     assert response.status_code == 405

@@ -137,8 +137,9 @@ def emit(event: str, level: str = "info", **fields: Any) -> None:
         "pid": os.getpid(),
     }
     record.update((key, value) for key, value in fields.items() if value is not None)
-    line = (json.dumps(record, separators=(",", ":"), default=str, ensure_ascii=False) + "\n").encode("utf-8")
     try:
+        text = json.dumps(record, separators=(",", ":"), default=str, ensure_ascii=False) + "\n"
+        line = text.encode("utf-8", errors="backslashreplace")  # a lone surrogate must not stop the log
         with _log.lock:
             _log.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(_log.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

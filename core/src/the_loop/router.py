@@ -112,8 +112,8 @@ class Router:
 
     def _refs(self, event: InboundEvent) -> list[WorkItemRef] | None:
         """The event's work items inside the repository bound; None when the event's own repository is outside."""
-        bound = {repo.casefold() for repo in self.config.core.repositories}
-        if bound and event.repository and event.repository.casefold() not in bound:
+        bound = {_without_default_host(repo) for repo in self.config.core.repositories}
+        if bound and event.repository and _without_default_host(event.repository) not in bound:
             return None
         refs: list[WorkItemRef] = []
         for text in event.work_items:
@@ -121,7 +121,7 @@ class Router:
                 ref = parse_ref(text)
             except RefError:
                 continue
-            if bound and not ref.key_form and ref.repository.casefold() not in bound:
+            if bound and not ref.key_form and _without_default_host(ref.repository) not in bound:
                 events.emit(
                     "routing.dropped",
                     reason="undeclared-repository",
@@ -346,6 +346,16 @@ class Router:
             return
         with contextlib.suppress(Exception):  # best-effort; the provider logs reaction.added / reaction.failed
             provider.react(event.ack, reaction)
+
+
+def _without_default_host(repository: str) -> str:
+    """``[HOST/]OWNER/REPO`` compared case-insensitively, ``github.com/octo/repo`` the same as ``octo/repo``."""
+    from the_loop.refs import DEFAULT_HOSTS
+
+    parts = repository.casefold().split("/")
+    if len(parts) == 3 and parts[0] in DEFAULT_HOSTS.values():
+        parts = parts[1:]
+    return "/".join(parts)
 
 
 def _cleanup_effect(report: Any) -> str:

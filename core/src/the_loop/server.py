@@ -135,8 +135,13 @@ def build_app(ingresses: list[WebhookIngress], *, max_body_bytes: int, read_time
             continue
         taken[ingress.path] = ingress.name
         endpoint = ingress_endpoint(ingress, max_body_bytes, read_timeout)
-        routes.append(Route(ingress.path, endpoint, methods=list(ingress.methods), name=ingress.name))
-    return Starlette(routes=routes, exception_handlers={404: _not_found, HTTPException: _http_error})
+        # A trailing slash on either side is the same route (H1); a redirect would count as a failed delivery.
+        base = ingress.path.rstrip("/") or "/"
+        for path in dict.fromkeys((base, f"{base.rstrip('/')}/")):
+            routes.append(Route(path, endpoint, methods=list(ingress.methods), name=f"{ingress.name}:{path}"))
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, HTTPException: _http_error})
+    app.router.redirect_slashes = False
+    return app
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -78,7 +78,7 @@ class LoopEnv:
         path = self.root / "logs" / "events.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]  # not U+2028 etc.
 
 
 @pytest.fixture
