@@ -1,0 +1,247 @@
+"""End to end: a signed GitHub delivery → the receiver's inbox → the router → a live tmux session running the fake
+harness, with the real PyGithub client against the fake GitHub API (ingress-routing.md §6, A…).
+
+The receiver is the real daemon (``the-loop daemon run gh-webhook``) with ``routing.enabled``; the harness is the
+fake one (``the_loop.fake_plugin`` through ``THE_LOOP_EXTRA_PLUGINS``), on a private tmux server.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gh_payloads
+import pytest
+from conftest import AUTO_LABEL, Receiver
+from fake_github import FakeGitHub
+
+from the_loop.fake_harness import FakeHarness
+from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+
+REF = "github:octo/repo#15"
+TARGET = "loop-github-octo-repo-15"
+
+
+class Loop:
+    """The operator's machine with the receiver running."""
+
+    def __init__(self, env: LoopEnv, fake: FakeGitHub, receiver: Receiver, socket: str, logs: Path) -> None:
+        self.env, self.fake, self.receiver, self.socket, self.logs = env, fake, receiver, socket, logs
+        self._comment_id = 9000
+
+    def comment(self, body: str, *, login: str = "octocat", number: int = 15, delivery: str | None = None) -> Any:
+        self._comment_id += 1
+        labels = [AUTO_LABEL] if number in (15, 16) else []
+        payload = gh_payloads.adapt(
+            gh_payloads.load("issue_comment.created"), number=number, body=body, login=login, labels=labels
+        )
+        payload = gh_payloads.new_comment(payload, self._comment_id)
+        payload["issue"].pop("pull_request", None)
+        response = self.receiver.post("issue_comment", payload, delivery=delivery)
+        assert response.status_code == 202, response.text
+        return payload
+
+    def repost(self, payload: dict[str, Any]) -> None:
+        assert self.receiver.post("issue_comment", payload).status_code == 202
+
+    def record(self, slug: str = "github-octo-repo-15") -> dict[str, Any] | None:
+        path = self.env.root / "local" / f"{slug}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def own(self, ref: str = REF) -> dict[str, Any]:
+        record = self.record(ref.replace("github:", "github-").replace("/", "-").replace("#", "-"))
+        assert record is not None, f"no session record for {ref}"
+        return record["sessions"][ref]
+
+    def harness(self, ref: str = REF) -> FakeHarness:
+        return FakeHarness(self.logs / f"{self.own(ref)['harnessSessionId']}.jsonl")
+
+    def settled(self) -> None:
+        """Wait until the router has worked through everything the receiver accepted."""
+        wait_for(lambda: not self.receiver.inbox(), timeout=20)
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return self.receiver.events(name)
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+
+
+@pytest.fixture
+def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loop]]:
+    started: list[tuple[Receiver, str]] = []
+
+    def start(**routing: Any) -> Loop:
+        socket = f"the-loop-test-{secrets.token_hex(6)}"
+        logs = gh_env.tmp / "harness-logs"
+        logs.mkdir(exist_ok=True)
+        (gh_env.tmp / "work").mkdir(exist_ok=True)
+        gh_env.env.update(THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"))
+        port = free_port()
+        settings = {
+            "enabled": True,
+            "defaultHarness": "fake",
+            "spawnOnUnmatched": "labeled",
+            "authorizedUsers": ["octocat"],
+            "spawnWorkdir": str(gh_env.tmp / "work"),
+            "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+            **routing,
+        }
+        gh_env.write_config(
+            {
+                "version": "0.12.0",
+                "repositories": ["octo/repo"],
+                "webhooks": {"ghWebhook": {"enabled": True, "port": port}},
+                "routing": settings,
+                **fake_github.config(),
+            }
+        )
+        argv = [sys.executable, "-m", "the_loop", "-c", str(gh_env.config_path), "daemon", "run", "gh-webhook"]
+        process = subprocess.Popen(argv, cwd=gh_env.cwd, env=gh_env.env, stderr=subprocess.PIPE, text=True)
+        receiver = Receiver(gh_env, port, process)
+        started.append((receiver, socket))
+        wait_for(lambda: receiver.healthy() or process.poll() is not None, timeout=20)
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        return Loop(gh_env, fake_github, receiver, socket, logs)
+
+    yield start
+    for receiver, socket in started:
+        if receiver.process.poll() is None:
+            receiver.process.send_signal(signal.SIGTERM)
+        receiver.process.wait(timeout=30)
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+    kill_lock_holders(gh_env.root)
+
+
+def restart(loop: Loop) -> Loop:
+    loop.receiver.process.send_signal(signal.SIGTERM)
+    loop.receiver.process.wait(timeout=30)
+    port = loop.receiver.port
+    argv = [sys.executable, "-m", "the_loop", "-c", str(loop.env.config_path), "daemon", "run", "gh-webhook"]
+    process = subprocess.Popen(argv, cwd=loop.env.cwd, env=loop.env.env, stderr=subprocess.PIPE, text=True)
+    loop.receiver = Receiver(loop.env, port, process)
+    wait_for(lambda: loop.receiver.healthy() or process.poll() is not None, timeout=20)
+    return loop
+
+
+def start_work(loop: Loop) -> FakeHarness:
+    loop.comment("the-loop start")
+    wait_for(lambda: loop.record() is not None, timeout=20)
+    harness = loop.harness()
+    harness.wait_ready(timeout=20)
+    loop.settled()
+    return harness
+
+
+def test_a4_a_start_comment_spawns_the_session_announces_and_reacts(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    assert machine.own()["tmuxTarget"] == TARGET and machine.tmux("has-session", "-t", f"={TARGET}").returncode == 0
+    boot = harness.submitted()[0]
+    assert REF in boot and '"body": "the-loop start"' in boot and '"author": "octocat"' in boot
+    portable = json.loads((machine.env.root / "portable" / "github-octo-repo-15.json").read_text())
+    assert portable["control"]["command"] == "start" and portable["control"]["source"] == "comment"
+    assert portable["url"] == "https://github.com/octo/repo/issues/15"
+    announced = [c for c in machine.fake.comments_on("octo/repo", 15) if f"attach -t {TARGET}" in c["body"]]
+    assert len(announced) == 1 and "<!-- the-loop:agent-comment -->" in announced[0]["body"]
+    reactions = [call for call in machine.fake.calls("POST", r".*/reactions")]
+    assert [call.body["content"] for call in reactions] == ["eyes", "hooray"]
+
+
+def test_a5_a6_a_comment_arrives_once_as_json_even_when_redelivered_and_after_a_restart(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    payload = machine.comment("please add tests")
+    message = harness.wait_for_submitted(2, timeout=20)[-1]
+    fenced = json.loads(message.split("```json\n", 1)[1].rsplit("\n```", 1)[0])
+    assert fenced["comment"]["body"] == "please add tests" and fenced["comment"]["author"] == "octocat"
+    assert "user" not in json.dumps(fenced) and "sender" not in json.dumps(fenced)
+    machine.repost(payload)  # GitHub redelivers the same comment under a new delivery id
+    restart(machine)
+    machine.repost(payload)
+    machine.settled()
+    assert harness.submitted().count(message) == 1
+
+
+def test_a7_strangers_and_marked_comments_never_reach_the_session(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.comment("rm -rf everything", login="mallory")
+    machine.comment("my own reply\n\n<!-- the-loop:agent-comment -->")
+    machine.settled()
+    reasons = [e["reason"] for e in machine.events("routing.dropped")]
+    assert "unauthorized-actor" in reasons and "self-authored" in reasons
+    assert len(harness.submitted()) == 1
+
+
+def test_a8_a_comment_before_the_start_is_never_replayed(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    machine.comment("hello before the start")
+    machine.settled()
+    assert machine.record() is None
+    assert [e["reason"] for e in machine.events("dispatch.dropped")] == ["awaiting-start"]
+    harness = start_work(machine)
+    assert all("hello before the start" not in text for text in harness.submitted())
+
+
+def test_a9_an_unlabelled_start_is_refused(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    machine.fake.add_issue("octo/repo", 17, title="Unlabelled")
+    machine.comment("the-loop start", number=17)
+    machine.settled()
+    assert machine.events("control.rejected")[0]["reason"] == "spawn-policy"
+    assert not (machine.env.root / "portable" / "github-octo-repo-17.json").exists()
+
+
+def test_a11_a12_pause_resume_and_stop(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.comment("the-loop pause")
+    machine.comment("while paused")
+    machine.comment("the-loop resume")
+    machine.comment("after resume")
+    harness.wait_for_submitted(2, timeout=20)
+    machine.settled()
+    assert "after resume" in harness.submitted()[-1]
+    assert all("while paused" not in text for text in harness.submitted())
+    machine.comment("the-loop stop")
+    machine.settled()
+    assert machine.own()["status"] == "closed"
+    wait_for(lambda: "dead" in machine.tmux("list-panes", "-t", f"={TARGET}", "-F", "#{?pane_dead,dead,live}").stdout)
+    machine.comment("anyone there?")
+    machine.settled()
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
+
+
+def test_a17_an_undeclared_repository_is_dropped_without_an_api_call(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"), repo="octo/other", number=3, body="the-loop start", login="octocat"
+    )
+    before = len(machine.fake.calls())
+    assert machine.receiver.post("issue_comment", payload).status_code == 202
+    machine.settled()
+    dropped = machine.events("routing.dropped")
+    assert dropped[-1]["reason"] == "undeclared-repository"
+    assert len(machine.fake.calls()) == before
+
+
+def test_a20_a_killed_session_resumes_its_conversation_on_the_next_comment(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    session_id = machine.own()["harnessSessionId"]
+    machine.tmux("kill-session", "-t", f"={TARGET}")
+    machine.comment("still there?")
+    starts = harness.wait_for("start", 2, timeout=20)
+    assert starts[1]["mode"] == "resume" and starts[1]["session_id"] == session_id
+    machine.settled()
+    announced = [c for c in machine.fake.comments_on("octo/repo", 15) if f"attach -t {TARGET}" in c["body"]]
+    assert len(announced) == 1
