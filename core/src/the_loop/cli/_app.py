@@ -94,3 +94,15 @@ def config_path_option(help_text: str) -> Any:
 def target_config_path(ctx: click.Context, target: Any) -> Any:
     """The ``--path`` given, made absolute, or the config path the-loop would read."""
     return target.expanduser().absolute() if target is not None else app(ctx).config_ref().path
+
+
+def parse_work_item(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    """Click callback for ``--work-item``: a parsed ref, or a one-line error naming the expected shapes."""
+    from the_loop.refs import RefError, parse_ref
+
+    if value is None:
+        return None
+    try:
+        return parse_ref(value)
+    except RefError as exc:
+        raise click.BadParameter(str(exc)) from None

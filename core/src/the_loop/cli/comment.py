@@ -12,23 +12,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import app, print_json
+from the_loop.cli._app import app, parse_work_item, print_json
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.interfaces import TicketProvider
     from the_loop.refs import WorkItemRef
-
-
-def parse_work_item(_ctx: click.Context, _param: click.Parameter, value: str | None) -> WorkItemRef | None:
-    from the_loop.refs import RefError, parse_ref
-
-    if value is None:
-        return None
-    try:
-        return parse_ref(value)
-    except RefError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 WORK_ITEM = click.option(

@@ -8,25 +8,20 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from the_loop import events
+from the_loop.cli._app import parse_work_item
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
 
-def _parse(_ctx: click.Context, _param: click.Parameter, value: str | None) -> WorkItemRef | None:
-    from the_loop.refs import RefError, parse_ref
-
-    if value is None:
-        return None
-    try:
-        return parse_ref(value)
-    except RefError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 WORK_ITEM = click.option(
-    "--work-item", "ref", required=True, metavar="REF", callback=_parse, help="The work item, e.g. github:octo/repo#15."
+    "--work-item",
+    "ref",
+    required=True,
+    metavar="REF",
+    callback=parse_work_item,
+    help="The work item, e.g. github:octo/repo#15.",
 )
 
 

@@ -28,14 +28,13 @@ if TYPE_CHECKING:
 @click.pass_context
 def resume(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     """Resume REF: the next event is delivered again (those dropped while paused are not replayed)."""
+    from the_loop.control import recorded
     from the_loop.registry import SessionRegistry
-    from the_loop.store import WorkItemStore
 
     config = app(ctx).config(source="sessions")
     record = SessionRegistry(config.state).load(str(ref))
     own = record.own if record else None
-    control = (WorkItemStore(config.state, config=config).read(ref) or {}).get("control")
-    pause_recorded = isinstance(control, dict) and control.get("command") == "pause"
+    pause_recorded = recorded(config, ref) == "pause"
     if not (own is not None and own.status == "paused") and not pause_recorded:
         control_event(ref, "resume", "nothing-to-resume")
         click.echo(f"error: nothing to resume: {ref} is not paused", err=True)
