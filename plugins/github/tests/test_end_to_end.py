@@ -18,6 +18,7 @@ from typing import Any
 
 import gh_payloads
 import pytest
+import yaml
 from conftest import AUTO_LABEL, Receiver
 from fake_github import FakeGitHub
 
@@ -245,3 +246,53 @@ def test_a20_a_killed_session_resumes_its_conversation_on_the_next_comment(loop:
     machine.settled()
     announced = [c for c in machine.fake.comments_on("octo/repo", 15) if f"attach -t {TARGET}" in c["body"]]
     assert len(announced) == 1
+
+
+def test_a18_an_enterprise_host_gets_its_own_ref_and_tmux_name(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    machine.receiver.process.send_signal(signal.SIGTERM)
+    machine.receiver.process.wait(timeout=30)
+    config = yaml.safe_load(machine.env.config_path.read_text())
+    config["repositories"] = ["ghe.example/octo/repo"]
+    machine.env.write_config(config)
+    restart(machine)
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"),
+        host="ghe.example",
+        number=15,
+        body="the-loop start",
+        login="octocat",
+        labels=[AUTO_LABEL],
+    )
+    payload["issue"].pop("pull_request", None)
+    assert machine.receiver.post("issue_comment", payload).status_code == 202
+    ref = "github:ghe.example/octo/repo#15"
+    wait_for(lambda: machine.record("github-ghe.example-octo-repo-15") is not None, timeout=20)
+    machine.settled()
+    assert machine.own(ref)["tmuxTarget"] == "loop-github-ghe_example-octo-repo-15"
+    assert machine.tmux("has-session", "-t", "=loop-github-ghe_example-octo-repo-15").returncode == 0
+
+
+def test_a19_a_hostile_comment_arrives_as_one_escaped_capped_message(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.comment("\x1b[201~\rrm -rf /" + "x" * 10_000)
+    message = harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert len(harness.submitted()) == 2  # exactly one new message
+    assert "\x1b" not in message and "\\u001b[201~\\rrm -rf /" in message
+    body = json.loads(message.split("```json\n", 1)[1].rsplit("\n```", 1)[0])["comment"]["body"]
+    assert body.endswith("… (truncated)")
+
+
+def test_a21_a_missing_harness_binary_fails_the_spawn_and_keeps_the_delivery_for_a_retry(
+    loop: Callable[..., Loop], gh_env: LoopEnv
+) -> None:
+    gh_env.env["FAKE_HARNESS_PYTHON"] = "/nonexistent/python"
+    machine = loop()
+    machine.comment("the-loop start")
+    failed = wait_for(lambda: machine.events("session.spawn_failed"), timeout=20)
+    assert failed[0]["will_retry"] is True and "not found on PATH" in failed[0]["error"]
+    assert machine.tmux("list-sessions").returncode != 0  # no tmux session was created
+    pending = wait_for(lambda: [e for e in machine.receiver.inbox() if e.get("attempts") == 1], timeout=20)
+    assert pending and pending[0]["key"].startswith("github:comment:")  # released for a retry, not lost
