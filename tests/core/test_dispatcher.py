@@ -547,3 +547,21 @@ def test_one_work_items_dispatches_are_serialised_across_dispatchers(world: Worl
     assert sorted(o.status for o in results) == ["delivered", "spawned"]
     assert world.runner.list_sessions() == ["loop-fake-octo-repo-15"]
     assert len(world.events("session.spawned")) == 1
+
+
+def test_a_crash_between_the_paste_and_the_record_delivers_again_after_a_restart(
+    world: World, mocker: Any
+) -> None:
+    """Kill point "between paste and record": the delivery id was not yet in recentDeliveries, so the restarted
+    daemon pastes the event a second time (at-least-once: a human's comment is never lost). A crash after the record
+    drops the redelivery as already-processed."""
+    harness = spawned(world)
+    mocker.patch.object(Dispatcher, "_record_delivery", side_effect=SystemExit("killed"))  # an injected fault
+    with pytest.raises(SystemExit):
+        world.dispatcher.dispatch(event("exactly this", delivery_id="kp-1"))
+    mocker.stopall()
+    restarted = world.reload()
+    assert restarted.dispatch(event("exactly this", delivery_id="kp-1")).status == "delivered"
+    assert harness.wait_for_submitted(3)[1:] == ["exactly this", "exactly this"]
+    assert restarted.dispatch(event("exactly this", delivery_id="kp-1")).reason == "duplicate-delivery"
+    assert world.reload().dispatch(event("exactly this", delivery_id="kp-1")).reason == "already-processed"
