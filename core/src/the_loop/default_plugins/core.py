@@ -42,7 +42,12 @@ def harness_problems(config: LoadedConfig) -> list[str]:
     adapter = adapters.get(name)
     if adapter is None:
         installed = ", ".join(sorted(adapters)) or "none"
-        return [f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed})"]
+        hostable = sorted(n for n, cls in adapters.items() if cls.capabilities.tmux_hostable)
+        return [
+            f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed}); "
+            f"sessions need a tmux-hostable one ({', '.join(hostable) or 'none installed'}; "
+            "e.g. pip install 'the-loop[claude]')"
+        ]
     if not adapter.capabilities.tmux_hostable:
         return [f"routing.defaultHarness: {name!r} cannot be hosted in tmux (it has no pre-assignable session id)"]
     return []
