@@ -549,9 +549,7 @@ def test_one_work_items_dispatches_are_serialised_across_dispatchers(world: Worl
     assert len(world.events("session.spawned")) == 1
 
 
-def test_a_crash_between_the_paste_and_the_record_delivers_again_after_a_restart(
-    world: World, mocker: Any
-) -> None:
+def test_a_crash_between_the_paste_and_the_record_delivers_again_after_a_restart(world: World, mocker: Any) -> None:
     """Kill point "between paste and record": the delivery id was not yet in recentDeliveries, so the restarted
     daemon pastes the event a second time (at-least-once: a human's comment is never lost). A crash after the record
     drops the redelivery as already-processed."""
