@@ -51,6 +51,10 @@ _ENTRY_NAME = re.compile(r"^\d{20}-\d{7}-([0-9a-f]{32})\.json$")
 SETTLED_STATUSES = frozenset({"delivered", "spawned", "respawned", "dropped"})
 
 
+_ARRIVED: dict[str, threading.Event] = {}
+_ARRIVED_LOCK = threading.Lock()
+
+
 def key_digest(key: str) -> str:
     """The file-name-safe form of a dedupe key (128 bits of SHA-256)."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
@@ -136,7 +140,10 @@ class Inbox:
         self._group = threading.Condition()
         self._queue: list[_Put] = []
         self._leading = False
-        self._arrived = threading.Event()
+        # Shared by every Inbox of this directory in the process: the receiver's route and the router's worker
+        # hold separate instances, and a put must wake the worker at once, not at its next poll.
+        with _ARRIVED_LOCK:
+            self._arrived = _ARRIVED.setdefault(str(self.dir), threading.Event())
         self._dirs_ready = False
         # The completed-key view: the newest lines of completed.jsonl, re-read only when the file changed.
         self._completed_lock = threading.Lock()
