@@ -104,6 +104,31 @@ class _Log:
         self.enabled = True
         self.lock = threading.Lock()
         self.warned = False
+        self._fd: int | None = None
+        self._inode: tuple[int, int] | None = None
+
+    def descriptor(self) -> int:
+        """The log, opened for appending once per process; reopened when the file was removed or replaced
+        (one ``stat`` a line instead of an open, a mkdir and a close)."""
+        assert self.path is not None
+        try:
+            stat = os.stat(self.path)
+            current: tuple[int, int] | None = (stat.st_dev, stat.st_ino)
+        except FileNotFoundError:
+            current = None
+        if self._fd is None or current != self._inode:
+            self.close()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            stat = os.fstat(self._fd)
+            self._inode = (stat.st_dev, stat.st_ino)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd, self._inode = None, None
 
 
 _log = _Log()
@@ -111,9 +136,11 @@ _log = _Log()
 
 def configure(path: Path | None, source: str, *, enabled: bool = True) -> None:
     """Point this process's log at ``path`` (``None`` turns it off). Until called, :func:`emit` does nothing."""
-    _log.path = path
-    _log.source = source
-    _log.enabled = enabled and path is not None
+    with _log.lock:
+        _log.close()
+        _log.path = path
+        _log.source = source
+        _log.enabled = enabled and path is not None
 
 
 def configured_path() -> Path | None:
@@ -141,13 +168,12 @@ def emit(event: str, level: str = "info", **fields: Any) -> None:
         text = json.dumps(record, separators=(",", ":"), default=str, ensure_ascii=False) + "\n"
         line = text.encode("utf-8", errors="backslashreplace")  # a lone surrogate must not stop the log
         with _log.lock:
-            _log.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(_log.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = _log.descriptor()
+            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
                 os.write(fd, line)
             finally:
-                os.close(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
     except OSError as exc:
         if not _log.warned:
             _log.warned = True
