@@ -9,6 +9,10 @@ tmpfs makes fsync free), then T threads, each with its own keep-alive httpx clie
 seconds. Bodies and signatures are made before the clock starts. Prints accepted/s, p50/p99 latency, the server's
 CPU time per request, and checks that every accepted delivery is an entry in ``local/inbox/``.
 Targets: ≥ 800 accepted/s, p99 ≤ 40 ms.
+
+``--client wrk`` (the default when ``wrk`` is installed: ``apt-get install wrk``) sends with wrk instead of Python
+threads, for ``--seconds`` (give ``--requests`` enough distinct deliveries, e.g. 10000): Python clients on the same
+two CPUs cost more than the receiver itself and would measure mostly themselves.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -124,6 +129,73 @@ def drive(
     return latencies, time.perf_counter() - began, counts["accepted"], counts["other"]
 
 
+WRK_SCRIPT = r"""
+-- Each wrk thread sends its own slice of the pre-signed deliveries (one per line: delivery, signature, body),
+-- so no delivery is sent twice; a thread that runs out repeats its last one (then counted as a duplicate).
+local counter, threads = 0, {}
+function setup(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+  table.insert(threads, thread)
+end
+function init(args)
+  local total = tonumber(args[2])
+  lines, index = {}, 0
+  local n = 0
+  for line in io.lines(args[1]) do
+    if n % total == id then table.insert(lines, line) end
+    n = n + 1
+  end
+end
+function request()
+  index = index + 1
+  local line = lines[math.min(index, #lines)]
+  local delivery, signature, body = line:match("^([^\t]*)\t([^\t]*)\t(.*)$")
+  return wrk.format("POST", nil, {
+    ["X-GitHub-Event"] = "issue_comment", ["X-GitHub-Delivery"] = delivery,
+    ["X-Hub-Signature-256"] = signature, ["Content-Type"] = "application/json"}, body)
+end
+function done(summary, latency, requests)
+  local bad = summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write
+  io.write(string.format("WRK %d %d %d %.3f %.3f\n", summary.requests, bad, summary.duration,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end
+"""
+
+
+def drive_wrk(
+    url: str, items: list[tuple[bytes, dict[str, str]]], threads: int, seconds: float, work: Path
+) -> tuple[float, float, int, int, float]:
+    """Send with ``wrk`` (C, event-driven: the load generator then costs the shared CPUs far less than Python
+    clients do): p50 and p99 (ms), wall seconds, accepted, other answers."""
+    data = work / "requests.tsv"
+    with data.open("wb") as out:
+        for body, headers in items:
+            out.write(f"{headers['X-GitHub-Delivery']}\t{headers['X-Hub-Signature-256']}\t".encode() + body + b"\n")
+    script = work / "deliveries.lua"
+    script.write_text(WRK_SCRIPT)
+    argv = [
+        "wrk",
+        "-t",
+        "2",
+        "-c",
+        str(threads),
+        "-d",
+        f"{seconds:g}s",
+        "--latency",
+        "-s",
+        str(script),
+        url,
+        "--",
+        str(data),
+        "2",
+    ]
+    output = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60).stdout
+    line = next(line for line in output.splitlines() if line.startswith("WRK "))
+    requests, bad, micros, p50, p99 = line.split()[1:]
+    return float(p50), float(p99), int(micros) / 1e6, int(requests) - int(bad), int(bad)
+
+
 class Drain:
     """Settles inbox entries as they arrive, as the receiver's worker does in a routing daemon, and counts them."""
 
@@ -173,6 +245,13 @@ def main() -> None:
     parser.add_argument(
         "--no-drain", action="store_true", help="leave entries pending (no worker settling them, the inbox grows)"
     )
+    parser.add_argument(
+        "--client",
+        choices=["httpx", "wrk"],
+        default="wrk" if shutil.which("wrk") else "httpx",
+        help="the load generator: wrk when installed (apt-get install wrk), else Python httpx threads",
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="with wrk: how long to send (default 5)")
     args = parser.parse_args()
 
     warmup = min(200, args.requests)
@@ -194,11 +273,15 @@ def main() -> None:
                 drain.__enter__()
             drive(url, items[:warmup], args.threads, args.max_seconds)
             cpu_before = cpu_seconds(process.pid)
-            latencies, wall, accepted, other = drive(url, items[warmup:], args.threads, args.max_seconds)
+            if args.client == "wrk":
+                p50, p99, wall, accepted, other = drive_wrk(url, items[warmup:], args.threads, args.seconds, root)
+                sent = accepted + other
+            else:
+                latencies, wall, accepted, other = drive(url, items[warmup:], args.threads, args.max_seconds)
+                p50, p99, sent = statistics.median(latencies), percentile(latencies, 0.99), len(latencies)
             cpu_after = cpu_seconds(process.pid)
             user, system = (
-                (after - before) / max(len(latencies), 1) * 1000
-                for after, before in zip(cpu_after, cpu_before, strict=True)
+                (after - before) / max(sent, 1) * 1000 for after, before in zip(cpu_after, cpu_before, strict=True)
             )
         finally:
             process.send_signal(signal.SIGTERM)
@@ -206,14 +289,13 @@ def main() -> None:
             if not args.no_drain:
                 drain.__exit__()
         stored = drain.settled + len(list((root / ".the-loop" / "local" / "inbox").glob("*.json")))
-    p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
     print(
-        f"accepted {accepted} of {len(latencies)} in {wall:.2f} s: {accepted / wall:.0f} accepted/s  "
+        f"[{args.client}] accepted {accepted} of {sent} in {wall:.2f} s: {accepted / wall:.0f} accepted/s  "
         f"p50 {p50:.1f} ms  p99 {p99:.1f} ms  server CPU {user:.2f} user + {system:.2f} system ms/req  "
         f"other answers {other}"
     )
     print(f"inbox entries {stored}, settled or pending (warm-up {warmup} + accepted {accepted})")
-    met = accepted / wall >= 800 and p99 <= 40 and stored == warmup + accepted
+    met = accepted / wall >= 800 and p99 <= 40 and stored >= warmup + accepted
     print(f"targets (≥ 800 accepted/s, p99 ≤ 40 ms, all stored): {'met' if met else 'NOT met'}")
 
 

@@ -274,6 +274,13 @@ class Inbox:
     def _completed(self) -> frozenset[str]:
         """Digests of the newest ``completed_limit`` settled keys."""
         with self._completed_lock:
+            try:  # one stat answers "nothing new" (the common case) without opening the file
+                stat = os.stat(self.completed_path)
+            except FileNotFoundError:
+                self._reset_completed(None)
+                return self._completed_set
+            if (stat.st_dev, stat.st_ino) == self._completed_file and stat.st_size == self._completed_offset:
+                return self._completed_set
             try:
                 handle = open(self.completed_path, "rb")  # noqa: SIM115 - closed below
             except FileNotFoundError:

@@ -183,6 +183,16 @@ async def serve(server: uvicorn.Server, sock: socket.socket, ctx: ServiceContext
         watcher.cancel()
 
 
+def _run_loop(main: Any) -> None:
+    """Run the server on uvloop when it is installed (a faster event loop), else on asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
 def run_service(ctx: ServiceContext) -> None:
     """The ``gh-webhook`` service's target: core's HTTP server with every installed webhook ingress."""
     from the_loop.plugins import get_host
@@ -194,7 +204,7 @@ def run_service(ctx: ServiceContext) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            http="h11",
+            http="auto",  # httptools (a C parser) when installed, else h11
             lifespan="off",
             log_config=None,
             log_level="warning",
@@ -207,7 +217,7 @@ def run_service(ctx: ServiceContext) -> None:
     )
     sock = bind(hook.host, hook.port)
     try:
-        asyncio.run(serve(server, sock, ctx, routes))
+        _run_loop(serve(server, sock, ctx, routes))
     finally:
         sock.close()
         events.emit("server.stopped", host=hook.host, port=hook.port)
