@@ -51,14 +51,17 @@ class Delivered:
 class KillableInbox(Inbox):
     log: Path
 
-    def settle(self, entry: InboxEntry) -> None:
-        die_at("before-settle", entry.key)
-        super().settle(entry)
-        append(self.log, f"settled {entry.key}")
+    def settle(self, *entries: InboxEntry) -> None:
+        for entry in entries:
+            die_at("before-settle", entry.key)
+        super().settle(*entries)
+        for entry in entries:
+            append(self.log, f"settled {entry.key}")
 
-    def _remember(self, entry: InboxEntry) -> None:
-        super()._remember(entry)
-        die_at("mid-settle", entry.key)
+    def _remember(self, entries: tuple[InboxEntry, ...]) -> None:
+        super()._remember(entries)
+        for entry in entries:
+            die_at("mid-settle", entry.key)
 
 
 def put(root: Path, prefix: str, count: int) -> None:

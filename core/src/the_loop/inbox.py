@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
 from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked
@@ -310,13 +310,16 @@ class Inbox:
         self._completed_tail.clear()
         self._completed_set = frozenset()
 
-    def _remember(self, entry: InboxEntry) -> None:
-        """Append the entry's key to completed.jsonl (fsync'd); compact it to the newest keys when it is long."""
-        line = _dumps({"digest": entry.digest, "key": entry.key, "settledAt": events.timestamp(self.clock())})
+    def _remember(self, entries: tuple[InboxEntry, ...]) -> None:
+        """Append the entries' keys to completed.jsonl with one fsync; compact it to the newest keys when long."""
+        stamp = events.timestamp(self.clock())
+        lines = b"".join(
+            _dumps({"digest": entry.digest, "key": entry.key, "settledAt": stamp}) + b"\n" for entry in entries
+        )
         created = not self.completed_path.exists()
         fd = os.open(self.completed_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, line + b"\n")
+            os.write(fd, lines)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -356,12 +359,16 @@ class Inbox:
             due.append(entry)
         return due
 
-    def settle(self, entry: InboxEntry) -> None:
-        """Done with ``entry`` (handled, or deliberately not): record its key as completed, then delete it."""
+    def settle(self, *entries: InboxEntry) -> None:
+        """Done with ``entries`` (handled, or deliberately not): record their keys as completed — one fsync for all
+        — then delete their files."""
+        if not entries:
+            return
         with locked(self._lock_path):
-            self._remember(entry)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.dir / entry.name)
+            self._remember(entries)
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.dir / entry.name)
 
     def release(self, entry: InboxEntry, error: str, now: float | None = None) -> InboxEntry | None:
         """A failed attempt: count it and back off (``backoff_base`` doubling, capped at ``backoff_cap``), or after
@@ -505,13 +512,20 @@ class InboxWorker:
             lanes = _lanes(self.inbox.pending(self.clock()))
 
             def drain(lane: list[InboxEntry]) -> int:
-                handled = 0
-                for entry in lane:
-                    if should_stop is not None and should_stop():
-                        break
-                    handled += 1
-                    if not self._handle(entry):
-                        break  # an earlier event of this work item is backing off: keep the order
+                handled, done = 0, []
+                try:
+                    for entry in lane:
+                        if should_stop is not None and should_stop():
+                            break
+                        handled += 1
+                        verdict = self._handle(entry)
+                        if verdict == "settle":
+                            done.append(entry)
+                        elif verdict == "hold":
+                            break  # this event of the work item is backing off: its later ones wait behind it
+                finally:
+                    # One settle for the lane: a crash before it means these are handled once more (at least once).
+                    self.inbox.settle(*done)
                 return handled
 
             if self.workers == 1 or len(lanes) <= 1:
@@ -521,8 +535,9 @@ class InboxWorker:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(lanes))) as pool:
                 return sum(pool.map(drain, lanes))
 
-    def _handle(self, entry: InboxEntry) -> bool:
-        """Handle one entry; False when it stays pending for a retry (so its work items wait behind it)."""
+    def _handle(self, entry: InboxEntry) -> Literal["settle", "gone", "hold"]:
+        """Handle one entry: ``settle`` it, it is ``gone`` (abandoned after its last attempt), or ``hold`` (pending
+        for a retry, so its work items wait behind it)."""
         try:
             outcome = self.handle(entry)
         except Exception as exc:
@@ -535,16 +550,17 @@ class InboxWorker:
                 error=error,
                 will_retry=entry.attempts + 1 < self.inbox.max_attempts,
             )
-            return self.inbox.release(entry, error, now=self.clock()) is None
+            return self._released(entry, error)
         status = getattr(outcome, "status", None)
         if status == "failed" and getattr(outcome, "will_retry", False):
             error = str(getattr(outcome, "error", "") or "failed")
-            return self.inbox.release(entry, error, now=self.clock()) is None
+            return self._released(entry, error)
         if status in SETTLED_STATUSES or status == "failed":  # a final failure: the handler already logged it
-            self.inbox.settle(entry)
-            return True
-        error = f"the handler returned {outcome!r}, not an outcome"
-        return self.inbox.release(entry, error, now=self.clock()) is None
+            return "settle"
+        return self._released(entry, f"the handler returned {outcome!r}, not an outcome")
+
+    def _released(self, entry: InboxEntry, error: str) -> Literal["gone", "hold"]:
+        return "gone" if self.inbox.release(entry, error, now=self.clock()) is None else "hold"
 
     def _try_lock(self) -> int | None:
         path = self.inbox.layout.lock_for("inbox-worker")
