@@ -296,3 +296,40 @@ def test_a21_a_missing_harness_binary_fails_the_spawn_and_keeps_the_delivery_for
     assert machine.tmux("list-sessions").returncode != 0  # no tmux session was created
     pending = wait_for(lambda: [e for e in machine.receiver.inbox() if e.get("attempts") == 1], timeout=20)
     assert pending and pending[0]["key"].startswith("github:comment:")  # released for a retry, not lost
+
+
+def test_a10_prose_and_quotes_are_delivered_and_two_commands_execute_nothing(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    for body in ("I will say the-loop start later", "> the-loop stop", "the-loop start\nthe-loop stop"):
+        machine.comment(body)
+    harness.wait_for_submitted(4, timeout=20)
+    machine.settled()
+    assert machine.events("control.ambiguous")[0]["commands"] == ["start", "stop"]
+    assert machine.own()["status"] == "active"
+
+
+def test_a24_cleanup_releases_everything_and_later_comments_do_not_spawn(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    start_work(machine)
+    machine.comment("the-loop cleanup")
+    machine.settled()
+    assert machine.events("control.command")[-1]["effect"] == "cleaned"
+    assert machine.record() is None  # the local record is gone
+    assert machine.tmux("has-session", "-t", f"={TARGET}").returncode != 0  # every tmux session killed
+    portable = json.loads((machine.env.root / "portable" / "github-octo-repo-15.json").read_text())
+    assert portable["control"]["command"] == "cleanup"  # kept, and disarming
+    machine.comment("one more thing")
+    machine.settled()
+    assert machine.record() is None
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
+
+
+def test_a26_a_comment_sent_just_before_a_stop_is_delivered_first(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.comment("C1: last words")
+    machine.comment("the-loop stop")
+    machine.settled()
+    assert "C1: last words" in harness.submitted()[-1]
+    assert machine.own()["status"] == "closed"
