@@ -62,6 +62,7 @@ class World:
         labels: tuple[str, ...] = (LABEL,),
         repository: str = "octo/repo",
         key: str | None = None,
+        closed: str | None = None,
     ) -> InboundEvent:
         self._n += 1
         return InboundEvent(
@@ -81,6 +82,7 @@ class World:
             url=f"https://tickets.example/{self._n}",
             excerpt={"comment": {"body": body or "", "author": actor or ""}},
             ack={"ref": ref, "id": str(self._n)},
+            closed=closed,  # type: ignore[arg-type]
         )
 
     def handle(self, *args: Any, **kwargs: Any) -> Any:
@@ -237,9 +239,61 @@ def test_a_collaborator_is_input_only(world: World) -> None:
     assert world.log("routing.routed")[-1]["collaborator"] is True
 
 
-def test_closes_never_spawn_or_prompt(world: World) -> None:
-    assert world.handle(None, actor=None, kind="closed").reason == "close-not-routed"
+def test_closes_never_spawn_or_prompt_and_an_untracked_close_writes_nothing(world: World) -> None:
+    assert world.handle(None, actor="octocat", kind="closed", closed="issue-closed").reason == "untracked"
     assert world.own() is None
+    assert world.control() is None
+    assert not world.config.state.portable_dir.exists()
+
+
+def _portable(world: World) -> dict[str, Any]:
+    return json.loads(world.config.state.portable_record("fake-octo-repo-15").read_text())
+
+
+def test_a16_an_authorized_close_ends_the_item_and_cleans_up(world: World) -> None:
+    harness = started(world)
+    assert world.handle(None, actor="octocat", kind="closed", closed="issue-closed").reason == "work-item-ended"
+    assert world.log("session.autoclosed")[0]["reason"] == "issue-closed"
+    assert world.own() is None  # cleanup deleted the local record
+    assert world.runner.probe("loop-fake-octo-repo-15") == "absent"  # decision 3: cleanup kills the tmux session
+    harness.wait_for("exit")
+    portable = _portable(world)
+    ended = portable["ended"]
+    assert (ended["state"], ended["kind"], ended["reason"], ended["source"], ended["actor"]) == (
+        "closed",
+        "issue",
+        "issue-closed",
+        "webhook",
+        "octocat",
+    )
+    assert portable["control"]["command"] == "cleanup"  # cleanup records it last: no re-spawn
+    assert "lifecycle" not in portable
+    assert world.handle("are you there?").reason == "awaiting-start"
+    assert all("are you there" not in text for text in harness.submitted())
+
+
+@pytest.mark.parametrize(("actor", "reason"), [("mallory", "unauthorized-actor"), (None, "no-actor")])
+def test_a16_an_unattributed_or_unauthorized_close_closes_but_defers_cleanup(
+    world: World, actor: str | None, reason: str
+) -> None:
+    started(world)
+    assert world.handle(None, actor=actor, kind="closed", closed="pr-merged").reason == "work-item-ended"
+    assert world.own().status == "closed"  # kept, readable
+    assert world.runner.probe("loop-fake-octo-repo-15") in ("dead", "live")  # not killed
+    deferred = world.log("cleanup.deferred")[0]
+    assert deferred["reason"] == reason and deferred["closed_as"] == "pr-merged"
+    portable = _portable(world)
+    assert portable["ended"]["state"] == "merged" and "control" not in portable  # disarmed
+
+
+def test_a_reopened_item_clears_its_ended_stamp_and_routes_normally(world: World) -> None:
+    started(world)
+    world.handle(None, actor="mallory", kind="closed", closed="issue-closed")
+    assert "ended" in _portable(world)
+    assert world.handle("reopened", actor="octocat", kind="reopened").reason == "awaiting-start"
+    path = world.config.state.portable_record("fake-octo-repo-15")
+    assert not path.exists() or "ended" not in _portable(world)  # nothing else was left: the record is gone
+    assert world.log("work_item.reopened")[0]["work_item"] == REF
 
 
 def test_requiring_no_start_command_lets_the_label_alone_spawn(world: World) -> None:

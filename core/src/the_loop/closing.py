@@ -40,12 +40,15 @@ __all__ = [
     "RESET_SECTIONS",
     "CleanupReport",
     "CloseResult",
+    "EndedReport",
     "EndpointClose",
     "ResetReport",
     "cleanup",
     "close_session",
     "reset",
     "running_services",
+    "work_item_ended",
+    "work_item_reopened",
 ]
 
 # Portable sections a reset clears: what was asked (control, lifecycle), seen (poll), who and where (collaborators,
@@ -500,3 +503,105 @@ def _release_tmux(runner: TmuxRunner, work_item: str, name: str, session: Endpoi
     if not runner.kill(target):
         raise RuntimeError(f"tmux session {target} could not be killed")
     return target
+
+
+# ------------------------------------------------------------------------------------------ the item ended upstream
+
+CLOSE_CLEARS = ("control", "poll", "collaborators", "collaborationChannels", "lifecycle")
+
+
+@dataclass
+class EndedReport:
+    work_item: str
+    tracked: bool = False
+    closed: list[str] = field(default_factory=list)
+    cleaned: bool = False
+    deferred: str = ""  # why cleanup waits: no-actor | unauthorized-actor
+
+
+def work_item_ended(
+    config: LoadedConfig,
+    ref: WorkItemRef | str,
+    *,
+    reason: str,
+    actor: str,
+    authorized: bool,
+    source: str,
+    delivery_id: str = "",
+) -> EndedReport:
+    """The one close path for a work item that closed or merged upstream (A §2.9, seed 004 ``ended``).
+
+    Only a tracked item is touched (a session record of any status here, or a portable record): an untracked
+    item's close writes nothing. The ``work_item_complete`` point is asked first; then the session is closed (kept
+    readable, harness ended, checkout removed), ``ended`` stamped, and control, poll, collaborators,
+    collaborationChannels and the lifecycle mark cleared. An authorized closer's close also cleans up (decision 3);
+    an unattributed or unauthorized one defers that (``cleanup.deferred``): destroying uncommitted work on an
+    event nobody can be held to is not worth it.
+    """
+    from the_loop import lifecycle
+    from the_loop.registry import now_iso
+    from the_loop.store import WorkItemStore
+
+    item = _ref(ref)
+    report = EndedReport(str(item))
+    store = WorkItemStore(config.state, config=config)
+    record = SessionRegistry(config.state).load(str(item))
+    portable = store.read(item) or {}
+    report.tracked = record is not None or any(key not in ("ref", "url") for key in portable)
+    if not report.tracked:
+        return report
+    state, kind = (
+        ("merged" if reason == "pr-merged" else "closed"),
+        ("issue" if reason == "issue-closed" else "pull-request"),
+    )
+    lifecycle.run(
+        lifecycle.WorkItemComplete(
+            work_item=lifecycle.work_item_facts(item, config),
+            state=state,
+            kind=kind,
+            reason=reason,
+            source=source,
+            actor=actor,
+        ),
+        config,
+    )  # its announce decision governs the channel publish, which arrives with the channels
+    result = close_session(config, item, remove_checkout=True)
+    report.closed = result.closed
+    if result.closed:
+        events.emit(
+            "session.autoclosed",
+            work_item=str(item),
+            reason=reason,
+            merged=reason == "pr-merged",
+            delivery_id=delivery_id or None,
+        )
+    ended = {"state": state, "kind": kind, "reason": reason, "at": now_iso(), "source": source, "actor": actor}
+    store.update_section(item, "ended", ended)
+    store.clear_sections(item, CLOSE_CLEARS)
+    events.emit("work_item.ended", work_item=str(item), reason=reason, source=source, actor=actor or None)
+    if authorized:
+        cleanup(config, item, actor=actor, source=source)
+        report.cleaned = True
+    else:
+        report.deferred = "no-actor" if not actor else "unauthorized-actor"
+        events.emit(
+            "cleanup.deferred",
+            work_item=str(item),
+            reason=report.deferred,
+            actor=actor or None,
+            closed_as=reason,
+        )
+    return report
+
+
+def work_item_reopened(config: LoadedConfig, ref: WorkItemRef | str, *, actor: str, source: str) -> bool:
+    """Clear the ``ended`` stamp of a reopened work item (it then routes normally); True when there was one."""
+    from the_loop.store import WorkItemStore
+
+    item = _ref(ref)
+    store = WorkItemStore(config.state, config=config)
+    if "ended" not in (store.read(item) or {}):
+        return False
+    store.clear_sections(item, ["ended"])
+    events.emit("work_item.reopened", work_item=str(item), source=source, actor=actor or None)
+    return True

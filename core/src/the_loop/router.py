@@ -89,8 +89,12 @@ class Router:
         )
         self._react(provider, event, "started")
         if event.kind == "closed":
-            outcome = self._settle(event, target, "close-not-routed")  # closes never spawn or prompt
+            outcome = self._closed(event, target)  # closes never spawn or prompt
         else:
+            if event.kind == "reopened":
+                from the_loop import closing
+
+                closing.work_item_reopened(self.config, target, actor=_actor(event), source=event.transport)
             parsed = control.parse(event.body, self.config.core.routing.control.keywords)
             if parsed.ambiguous:
                 events.emit(
@@ -165,6 +169,32 @@ class Router:
             if record is not None and record.own is not None and record.own.live:
                 return ref
         return refs[0]
+
+    # ---------------------------------------------------------------------------------------------- closes
+
+    def _closed(self, event: InboundEvent, target: WorkItemRef) -> Outcome:
+        """A2.9: the item itself closing or merging ends it; a close names its repository and number, so a
+        same-numbered item elsewhere is never closed by it."""
+        from the_loop import closing
+
+        try:
+            closed = parse_ref(event.entity or "")
+        except RefError:
+            return self._settle(event, target, "no-work-item")
+        if closed != target or event.closed is None:
+            return self._settle(event, target, "not-the-work-item")  # a linked pull request: issue 7's linkage
+        actor = _actor(event)
+        authorized = bool(actor) and any(p.matches(event.actor.provider, actor) for p in self._principals)  # type: ignore[union-attr]
+        report = closing.work_item_ended(
+            self.config,
+            target,
+            reason=event.closed,
+            actor=actor,
+            authorized=authorized,
+            source=event.transport,
+            delivery_id=event.delivery_id,
+        )
+        return Outcome("dropped", reason="work-item-ended" if report.tracked else "untracked")
 
     # -------------------------------------------------------------------------------------------- commands
 
@@ -346,6 +376,10 @@ class Router:
             return
         with contextlib.suppress(Exception):  # best-effort; the provider logs reaction.added / reaction.failed
             provider.react(event.ack, reaction)
+
+
+def _actor(event: InboundEvent) -> str:
+    return event.actor.id if event.actor else ""
 
 
 def _without_default_host(repository: str) -> str:

@@ -333,3 +333,34 @@ def test_a26_a_comment_sent_just_before_a_stop_is_delivered_first(loop: Callable
     machine.settled()
     assert "C1: last words" in harness.submitted()[-1]
     assert machine.own()["status"] == "closed"
+
+
+def _close_issue(machine: Loop, sender: str) -> None:
+    payload = gh_payloads.adapt(gh_payloads.load("issues.reopened"), number=15, sender=sender, labels=[AUTO_LABEL])
+    payload["action"] = "closed"
+    payload["issue"]["state"] = "closed"
+    payload["issue"].pop("pull_request", None)
+    assert machine.receiver.post("issues", payload).status_code == 202
+    machine.settled()
+
+
+def test_a16_closing_the_issue_by_an_authorized_user_kills_its_session_and_keeps_the_portable_record(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    start_work(machine)
+    _close_issue(machine, "octocat")
+    assert machine.events("session.autoclosed")[0]["reason"] == "issue-closed"
+    assert machine.tmux("has-session", "-t", f"={TARGET}").returncode != 0
+    assert machine.record() is None
+    portable = json.loads((machine.env.root / "portable" / "github-octo-repo-15.json").read_text())
+    assert portable["ended"]["reason"] == "issue-closed" and portable["ended"]["actor"] == "octocat"
+
+
+def test_a16_a_close_by_a_stranger_closes_the_session_but_defers_cleanup(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    start_work(machine)
+    _close_issue(machine, "mallory")
+    assert machine.events("cleanup.deferred")[0]["reason"] == "unauthorized-actor"
+    assert machine.own()["status"] == "closed"
+    assert machine.tmux("has-session", "-t", f"={TARGET}").returncode == 0  # kept readable
