@@ -77,6 +77,8 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("session.awaiting_input", "the agent asked a question on its work item (the-loop ask): comment_id, no text"),
     _t("routing.routed", "an event was resolved to its work item and its actor authorized"),
     _t("control.ambiguous", "a comment named two different commands: nothing executed, delivered as conversation"),
+    _t("session.pr_linked", "a pull request was recorded on the work item it delivers (later events route by it)"),
+    _t("session.link_failed", "recording a pull request on its work item failed; the delivery went ahead"),
     _t("session.autoclosed", "the work item closed or merged upstream, and its session was closed"),
     _t("cleanup.deferred", "a close by no one or by an unauthorized actor: the session is closed, cleanup waits"),
     _t("work_item.ended", "the work item ended upstream: the ended stamp was written (reason, source, actor)"),

@@ -75,7 +75,7 @@ class Router:
         authorized, collaborator = self._authorized(event, refs)
         if not authorized:
             return self._dropped(event, "unauthorized-actor", refs=refs, level="warning")
-        target = self._target(refs)
+        target = self._target(refs, event.pull_request)
         labeled = control.arming_refusal(self.config, target, event.labels) is None
         events.emit(
             "routing.routed",
@@ -107,6 +107,8 @@ class Router:
                 outcome = self._command(event, target, parsed.command, collaborator)
             else:
                 outcome = self._deliver(event, target, collaborator)
+        if outcome.ok and event.pull_request and event.pull_request != str(target):
+            self._bind_pull_request(target, event.pull_request)
         self._react(
             provider, event, "error" if outcome.status == "failed" or outcome.reason == "rejected" else "completed"
         )
@@ -162,13 +164,42 @@ class Router:
                 return True
         return False
 
-    def _target(self, refs: list[WorkItemRef]) -> WorkItemRef:
-        """X6: a live session record owning one of the refs wins; else the first ref."""
+    def _target(self, refs: list[WorkItemRef], pull_request: str | None = None) -> WorkItemRef:
+        """X6: a live session record owning one of the refs wins — its own, or a pull request recorded on it
+        (issue-172: the record is the answer, even once the linkage text is gone); else the first ref."""
         for ref in refs:
             record = self.registry.load(str(ref))
             if record is not None and record.own is not None and record.own.live:
                 return ref
+        if pull_request is not None:
+            for record in self.registry.records():
+                own = record.own
+                if pull_request in record.sessions and record.work_item != pull_request and own and own.live:
+                    return parse_ref(record.work_item)
         return refs[0]
+
+    def _bind_pull_request(self, target: WorkItemRef, pull_request: str) -> None:
+        """X7: record the pull request on the work item it delivered to, so later events route by the record.
+        Same-repository pull requests get no session of their own: the entry is a binding (no tmux, no id)."""
+        from the_loop.registry import Endpoint, SessionRecord, now_iso
+
+        added = False
+
+        def change(record: SessionRecord) -> None:
+            nonlocal added
+            if pull_request not in record.sessions and record.own is not None:
+                record.sessions[pull_request] = Endpoint(harness=record.own.harness, created_at=now_iso())
+                added = True
+
+        try:
+            self.registry.update(str(target), change)
+        except Exception as exc:  # a failed write never loses the delivery
+            events.emit(
+                "session.link_failed", level="warning", work_item=str(target), pull_request=pull_request, error=str(exc)
+            )
+            return
+        if added:
+            events.emit("session.pr_linked", work_item=str(target), pull_request=pull_request)
 
     # ---------------------------------------------------------------------------------------------- closes
 

@@ -364,3 +364,28 @@ def test_a16_a_close_by_a_stranger_closes_the_session_but_defers_cleanup(loop: C
     assert machine.events("cleanup.deferred")[0]["reason"] == "unauthorized-actor"
     assert machine.own()["status"] == "closed"
     assert machine.tmux("has-session", "-t", f"={TARGET}").returncode == 0  # kept readable
+
+
+def _comment_on_pull_request(machine: Loop, body: str, pull_body: str, comment_id: int) -> None:
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"), number=20, body=body, login="octocat", pull_request=True
+    )
+    payload = gh_payloads.new_comment(payload, comment_id)
+    payload["issue"]["body"] = pull_body
+    assert machine.receiver.post("issue_comment", payload).status_code == 202
+    machine.settled()
+
+
+def test_a13_a14_a_pull_request_comment_reaches_the_issue_it_fixes_and_keeps_going_there(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    _comment_on_pull_request(machine, "PR looks good, please rebase", "Fixes #15", 501)
+    assert "PR looks good, please rebase" in harness.wait_for_submitted(2, timeout=20)[-1]
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-20").returncode != 0  # no second session
+    record = machine.record()
+    assert record is not None and "github:octo/repo#20" in record["sessions"]
+    assert machine.events("session.pr_linked")[0]["pull_request"] == "github:octo/repo#20"
+    _comment_on_pull_request(machine, "one more review note", "", 502)  # the keyword is gone: the record routes
+    assert "one more review note" in harness.wait_for_submitted(3, timeout=20)[-1]

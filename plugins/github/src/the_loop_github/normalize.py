@@ -230,6 +230,10 @@ def normalize(
     if kind == "ci":
         found = (ref_for(payload, number) for number in _pull_request_numbers(event, payload))
         candidates: tuple[WorkItemRef, ...] = tuple(dict.fromkeys(ref for ref in found if ref is not None))
+    elif entity is not None and is_pull:
+        from the_loop_github.linkage import linked_refs
+
+        candidates = (*linked_refs(payload, subject, entity), entity)  # X3: the issues it delivers, then itself
     else:
         candidates = (entity,) if entity is not None else ()
     comment = _dict(payload.get("comment"))
