@@ -79,6 +79,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("control.ambiguous", "a comment named two different commands: nothing executed, delivered as conversation"),
     _t("session.pr_linked", "a pull request was recorded on the work item it delivers (later events route by it)"),
     _t("session.link_failed", "recording a pull request on its work item failed; the delivery went ahead"),
+    _t("session.kept_open", "a pull request delivering the work item closed: its endpoint ended, the session runs on"),
     _t("session.autoclosed", "the work item closed or merged upstream, and its session was closed"),
     _t("cleanup.deferred", "a close by no one or by an unauthorized actor: the session is closed, cleanup waits"),
     _t("work_item.ended", "the work item ended upstream: the ended stamp was written (reason, source, actor)"),

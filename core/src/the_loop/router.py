@@ -212,8 +212,10 @@ class Router:
             closed = parse_ref(event.entity or "")
         except RefError:
             return self._settle(event, target, "no-work-item")
-        if closed != target or event.closed is None:
-            return self._settle(event, target, "not-the-work-item")  # a linked pull request: issue 7's linkage
+        if event.closed is None:
+            return self._settle(event, target, "not-the-work-item")
+        if closed != target:
+            return self._pull_request_closed(event, target, closed)
         actor = _actor(event)
         authorized = bool(actor) and any(p.matches(event.actor.provider, actor) for p in self._principals)  # type: ignore[union-attr]
         report = closing.work_item_ended(
@@ -226,6 +228,34 @@ class Router:
             delivery_id=event.delivery_id,
         )
         return Outcome("dropped", reason="work-item-ended" if report.tracked else "untracked")
+
+    def _pull_request_closed(self, event: InboundEvent, target: WorkItemRef, closed: WorkItemRef) -> Outcome:
+        """A pull request delivering the work item closed or merged: that endpoint alone ends; the work item's
+        session runs on, since a work item may be delivered by several pull requests (issue-101)."""
+        from the_loop.registry import SessionRecord
+
+        ended = False
+
+        def change(record: SessionRecord) -> None:
+            nonlocal ended
+            endpoint = record.sessions.get(str(closed))
+            if endpoint is not None and endpoint.status != "closed":
+                endpoint.status = "closed"
+                ended = True
+
+        record = self.registry.load(str(target))
+        if record is None or str(closed) not in record.sessions:
+            return self._settle(event, target, "not-the-work-item")
+        self.registry.update(str(target), change)
+        events.emit(
+            "session.kept_open",
+            work_item=str(target),
+            closed_ref=str(closed),
+            reason=event.closed,
+            delivery_id=event.delivery_id,
+            endpoint_closed=ended,
+        )
+        return Outcome("dropped", reason="pull-request-ended")
 
     # -------------------------------------------------------------------------------------------- commands
 

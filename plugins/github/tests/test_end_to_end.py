@@ -389,3 +389,20 @@ def test_a13_a14_a_pull_request_comment_reaches_the_issue_it_fixes_and_keeps_goi
     assert machine.events("session.pr_linked")[0]["pull_request"] == "github:octo/repo#20"
     _comment_on_pull_request(machine, "one more review note", "", 502)  # the keyword is gone: the record routes
     assert "one more review note" in harness.wait_for_submitted(3, timeout=20)[-1]
+
+
+def test_a16_merging_a_linked_pull_request_keeps_the_issue_session_open(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    _comment_on_pull_request(machine, "ready to merge", "Fixes #15", 601)
+    payload = gh_payloads.adapt(gh_payloads.load("pull_request.closed"), number=20, sender="octocat", merged=True)
+    payload["pull_request"]["body"] = "Fixes #15"
+    assert machine.receiver.post("pull_request", payload).status_code == 202
+    machine.settled()
+    kept = machine.events("session.kept_open")
+    assert kept and kept[0]["closed_ref"] == "github:octo/repo#20" and kept[0]["reason"] == "pr-merged"
+    assert machine.own()["status"] == "active"
+    assert machine.record()["sessions"]["github:octo/repo#20"]["status"] == "closed"  # type: ignore[index]
+    assert not machine.events("session.autoclosed")
+    assert machine.tmux("has-session", "-t", f"={TARGET}").returncode == 0
+    assert len(harness.records("exit")) == 0
