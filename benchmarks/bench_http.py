@@ -30,20 +30,24 @@ TEST_PLUGINS = ROOT / "tests" / "core"
 BODY = b'{"action":"created","comment":{"id":1}}'.ljust(1024, b" ")
 
 
-def start_server(workdir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(
+    workdir: Path, port: int, extra_env: dict[str, str] | None = None, secret: str = "bench-secret"
+) -> subprocess.Popen[bytes]:
+    """``the-loop daemon run gh-webhook`` on ``port`` with its state in ``workdir``, once ``/health`` answers.
+    ``extra_env`` adds to its environment (by default the test plugin's ``/echo`` route)."""
     config = workdir / ".the-loop" / "cli-config.yaml"
     config.parent.mkdir(parents=True)
     config.write_text(f'version: "0.12.0"\nwebhooks: {{ghWebhook: {{enabled: true, port: {port}}}}}\n')
+    plugins = {"PYTHONPATH": str(TEST_PLUGINS), "THE_LOOP_EXTRA_PLUGINS": "plugins_for_tests.loop_test_plugin"}
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("THE_LOOP_")},
         "HOME": str(workdir),
-        "PYTHONPATH": str(TEST_PLUGINS),
-        "THE_LOOP_EXTRA_PLUGINS": "plugins_for_tests.loop_test_plugin",
-        "THE_LOOP_GH_WEBHOOK_SECRET": "bench-secret",
+        "THE_LOOP_GH_WEBHOOK_SECRET": secret,
+        **(plugins if extra_env is None else extra_env),
     }
     argv = [sys.executable, "-m", "the_loop", "-c", str(config), "daemon", "run", "gh-webhook"]
     process = subprocess.Popen(argv, cwd=workdir, env=env, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 20
     with httpx.Client() as client:
         while time.monotonic() < deadline:
             try:
@@ -52,7 +56,7 @@ def start_server(workdir: Path, port: int) -> subprocess.Popen[bytes]:
             except httpx.HTTPError:
                 time.sleep(0.05)
     process.kill()
-    raise SystemExit("the server did not come up within 15 s")
+    raise SystemExit("the server did not come up within 20 s")
 
 
 def drive(url: str, method: str, total: int, threads: int, max_seconds: float) -> tuple[list[float], float, int]:

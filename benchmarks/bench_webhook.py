@@ -24,7 +24,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -64,26 +63,10 @@ def deliveries(count: int) -> list[tuple[bytes, dict[str, str]]]:
 
 
 def start_server(root: Path, port: int) -> subprocess.Popen[bytes]:
-    config = root / ".the-loop" / "cli-config.yaml"
-    config.parent.mkdir(parents=True)
-    config.write_text(f'version: "0.12.0"\nwebhooks: {{ghWebhook: {{enabled: true, port: {port}}}}}\n')
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("THE_LOOP_")},
-        "HOME": str(root),
-        "THE_LOOP_GH_WEBHOOK_SECRET": SECRET,
-    }
-    argv = [sys.executable, "-m", "the_loop", "-c", str(config), "daemon", "run", "gh-webhook"]
-    process = subprocess.Popen(argv, cwd=root, env=env, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    with httpx.Client() as client:
-        while time.monotonic() < deadline:
-            try:
-                if client.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    return process
-            except httpx.HTTPError:
-                time.sleep(0.05)
-    process.kill()
-    raise SystemExit("the receiver did not come up within 20 s")
+    """The real receiver with the GitHub plugin's route (no test plugin)."""
+    from bench_http import start_server as start
+
+    return start(root, port, extra_env={}, secret=SECRET)
 
 
 def drive(

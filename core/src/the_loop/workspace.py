@@ -106,18 +106,21 @@ def _paths(config: LoadedConfig, ref: WorkItemRef, repo: _Repo) -> dict[str, Pat
     }
 
 
-def checkout_paths(config: LoadedConfig, ref: WorkItemRef) -> list[Path]:
-    """The checkouts of ``ref`` that exist now, under either strategy (a crash may have left either behind)."""
+def _existing_paths(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Path] | None:
+    """``ref``'s checkout paths when workspaces are on and the ref names a usable repository, else None."""
     if not enabled(config):
-        return []
+        return None
     try:
         repo = _repo(config, ref)
     except WorkspaceError:
-        return []
-    if repo is None:
-        return []
-    paths = _paths(config, ref, repo)
-    return [paths[name] for name in ("worktree", "item") if os.path.lexists(paths[name])]
+        return None
+    return _paths(config, ref, repo) if repo is not None else None
+
+
+def checkout_paths(config: LoadedConfig, ref: WorkItemRef) -> list[Path]:
+    """The checkouts of ``ref`` that exist now, under either strategy (a crash may have left either behind)."""
+    paths = _existing_paths(config, ref) or {}
+    return [paths[name] for name in ("worktree", "item") if name in paths and os.path.lexists(paths[name])]
 
 
 def clone_url(config: LoadedConfig, host: str, owner: str, repo: str) -> str:
@@ -281,15 +284,9 @@ def _prepare_clone(config: LoadedConfig, repo: _Repo, clone: Path, branch: str, 
 def remove(config: LoadedConfig, ref: WorkItemRef) -> list[Path]:
     """Remove ``ref``'s checkout under either strategy and return what was removed. Never raises: every failure is
     a warning (``workspace.cleaned`` with ``error``). The shared clone is never removed."""
-    if not enabled(config):
+    paths = _existing_paths(config, ref)
+    if paths is None:
         return []
-    try:
-        repo = _repo(config, ref)
-    except WorkspaceError:
-        return []
-    if repo is None:
-        return []
-    paths = _paths(config, ref, repo)
     removed = []
     for strategy, path in (("worktree", paths["worktree"]), ("clone", paths["item"])):
         if not os.path.lexists(path):
