@@ -115,7 +115,13 @@ class Receiver:
         """Pending inbox entries (whole files), in arrival order."""
         if not self.inbox_dir.is_dir():
             return []
-        return [json.loads(path.read_text()) for path in sorted(self.inbox_dir.glob("*.json"))]
+        entries = []
+        for path in sorted(self.inbox_dir.glob("*.json")):
+            try:
+                entries.append(json.loads(path.read_text()))
+            except FileNotFoundError:  # settled by the router between the listing and the read
+                continue
+        return entries
 
     def accepted_keys(self) -> list[str]:
         """Every key the inbox ever took: pending, or already settled by a worker."""
