@@ -158,6 +158,22 @@ def arming_refusal(config: LoadedConfig, ref: WorkItemRef, labels: Iterable[str]
     return None
 
 
+def explain_refusal(config: LoadedConfig, ref: WorkItemRef, reason: str, text: str, detail: str = "") -> bool:
+    """R3: one self-marked ``⚠️`` reply on the work item saying what was refused and what to do; ``detail`` (a
+    hook's own reason, never payload text) is flattened and capped. Best-effort: a failure is logged as
+    ``control.reply_failed`` and False returned; nothing else changes."""
+    from the_loop import events
+
+    body = f"⚠️ {text}"
+    if detail:
+        body += f"\n\nReason given: {' '.join(detail.split())[:300]}"
+    try:
+        return post_marked(config, ref, body) is not None
+    except Exception as exc:
+        events.emit("control.reply_failed", level="warning", work_item=str(ref), reason=reason, error=str(exc)[:300])
+        return False
+
+
 def post_marked(config: LoadedConfig, ref: WorkItemRef, text: str) -> str | None:
     """Post a self-marked comment on ``ref`` through its ticketing provider; the comment id, or None when no
     provider for its scheme is installed. Raises what the provider raises."""

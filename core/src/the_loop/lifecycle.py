@@ -669,20 +669,9 @@ def disarm(config: LoadedConfig, ref: WorkItemRef | str) -> None:
 
 
 def explain_refusal(config: LoadedConfig, ref: WorkItemRef, what: str, reason: str) -> bool:
-    """Post one marked comment on the work item saying ``what`` a lifecycle hook refused and why, through its
-    ticketing provider; no provider installed → nothing. Best-effort: False when it could not be posted."""
-    import sys
+    """R3 for a lifecycle hook's refusal: one marked ``⚠️`` reply on the work item saying ``what`` was refused and
+    the hook's reason. Best-effort: False when it could not be posted."""
+    from the_loop import control
 
-    from the_loop.plugins import get_host
-
-    provider_cls = get_host().ticket_providers().get(ref.provider)
-    if provider_cls is None:
-        return False
-    body = f"the-loop did not {what}: a lifecycle hook refused it.\n\nReason: {reason or 'none given'}\n"
-    try:
-        provider = provider_cls(config)
-        provider.post_comment(ref, provider.mark(body))
-    except Exception as exc:
-        print(f"warning: could not post the refusal on {ref}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return False
-    return True
+    text = f"the-loop did not {what}: a lifecycle hook refused it."
+    return control.explain_refusal(config, ref, "hook-refused", text, reason or "none given")

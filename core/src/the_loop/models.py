@@ -69,9 +69,16 @@ class InboundEvent(BaseModel):
     labels: tuple[str, ...] = ()
     label_added: str | None = None
     closed: Literal["issue-closed", "pr-merged", "pr-closed"] | None = None
+    # Refs among ``work_items`` resting only on a naming convention (a branch ``issue-999``): the router checks
+    # each exists before routing by it (A X5).
+    unconfirmed: tuple[str, ...] = ()
+    # A CI result: ``failure`` when a completed check failed and is worth acting on; anything else (``success``,
+    # ``cancelled``, ``summary`` for a suite or workflow run) is settled as not actionable (A M8).
+    conclusion: str = ""
     url: str = ""
     excerpt: dict[str, Any] = Field(default_factory=dict)
     ack: dict[str, str] = Field(default_factory=dict)
+    shared_dedupe: bool = False  # seen by two ingresses: a control command is claimed once (control_claims)
     received_at: str = ""
 
     def inbox_entry(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The router: one normalized event in, one decision out — provider-neutral (A §2.2 to §2.8).
 
 In this order: the repository bound, a work item to act on, the self-authored marker (before anyone's identity is
-read), authorization, then either a control command (executed in the work item's turn, never forwarded) or a
+read), authorization, a CI result worth acting on (M8), the pull request's links completed and branch-only refs
+checked for existence (X3, X5), then either a control command (executed in the work item's turn, never forwarded) or a
 delivery — into the live session, or a spawn when the item is armed and started. Every drop writes one
 ``routing.dropped`` or ``dispatch.dropped`` line with a machine-readable ``reason``.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,13 @@ if TYPE_CHECKING:
     from the_loop.interfaces import TicketProvider
 
 CONTENT_KINDS = ("comment", "review", "review-comment")
+EXISTENCE_CACHE_SIZE = 256
+# R3: refusals with something the person can do about them get one marked reply on the work item, saying what.
+REMEDIES = {
+    "nothing-to-resume": "there is nothing to resume: this work item's session is not paused. To begin work, comment "
+    "the start command instead.",
+    "input-refused": "a lifecycle hook of this installation refused it. Ask the operator, or try again later.",
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class Router:
         self.dispatcher = dispatcher or Dispatcher(config)
         self.registry = SessionRegistry(config.state)
         self._principals = principals(config)
+        self._existence: OrderedDict[str, bool] = OrderedDict()  # X5: ref → exists, definite answers only
+        self._existence_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------------ entry
 
@@ -75,7 +86,21 @@ class Router:
         authorized, collaborator = self._authorized(event, refs)
         if not authorized:
             return self._dropped(event, "unauthorized-actor", refs=refs, level="warning")
-        target = self._target(refs, event.pull_request)
+        if event.kind == "ci" and not (self.config.core.routing.ci.autofix and event.conclusion == "failure"):
+            # M8: passes, cancels and suite/workflow summaries are logged and settled, never a prompt
+            target = self._target(event, refs)
+            return self._settle(event, target, "ci-not-actionable", conclusion=event.conclusion or None)
+        refs = self._linked(event, refs)
+        if not refs:  # X5: every ref was a branch name for an item that does not exist
+            events.emit(
+                "dispatch.dropped",
+                reason="work-item-not-found",
+                work_items=list(event.work_items),
+                gh_event=event.event,
+                delivery_id=event.delivery_id,
+            )
+            return Outcome("dropped", reason="work-item-not-found")
+        target = self._target(event, refs)
         labeled = control.arming_refusal(self.config, target, event.labels) is None
         events.emit(
             "routing.routed",
@@ -104,10 +129,11 @@ class Router:
                     delivery_id=event.delivery_id,
                 )
             if parsed.command and event.kind in CONTENT_KINDS and self.config.core.routing.control.enabled:
-                outcome = self._command(event, target, parsed.command, collaborator)
+                outcome = self._claimed_command(event, target, parsed.command, collaborator)
             else:
                 outcome = self._deliver(event, target, collaborator)
-        if outcome.ok and event.pull_request and event.pull_request != str(target):
+        acted = outcome.ok or outcome.reason == "control-executed"  # delivered, spawned, or a command ran
+        if acted and event.pull_request and event.pull_request != str(target):
             self._bind_pull_request(target, event.pull_request)
         self._react(
             provider, event, "error" if outcome.status == "failed" or outcome.reason == "rejected" else "completed"
@@ -121,8 +147,13 @@ class Router:
         bound = {_without_default_host(repo) for repo in self.config.core.repositories}
         if bound and event.repository and _without_default_host(event.repository) not in bound:
             return None
+        return self._bounded(event, event.work_items)
+
+    def _bounded(self, event: InboundEvent, texts: Any) -> list[WorkItemRef]:
+        """The refs among ``texts`` that parse and lie inside ``repositories`` (F4), each once, in order."""
+        bound = {_without_default_host(repo) for repo in self.config.core.repositories}
         refs: list[WorkItemRef] = []
-        for text in event.work_items:
+        for text in texts:
             try:
                 ref = parse_ref(text)
             except RefError:
@@ -150,6 +181,10 @@ class Router:
             return False, False
         if any(p.matches(actor.provider, actor.id) for p in self._principals):
             return True, False
+        # A relay is the-loop's own comment carrying the operator's words (a provider namespace no user can spell:
+        # only an ingress builds actors, and it sets ``<provider>-relay`` only for the service account's relays).
+        if actor.provider.endswith("-relay") and actor.id == "operator":
+            return True, False
         if actor.provider == "github" and self._is_collaborator(actor.id, refs):
             return True, True
         return False, False
@@ -164,35 +199,82 @@ class Router:
                 return True
         return False
 
-    def _target(self, refs: list[WorkItemRef], pull_request: str | None = None) -> WorkItemRef:
-        """X6: a live session record owning one of the refs wins — its own, or a pull request recorded on it
-        (issue-172: the record is the answer, even once the linkage text is gone); else the first ref."""
+    def _target(self, event: InboundEvent, refs: list[WorkItemRef]) -> WorkItemRef:
+        """X6: the work item this event is about — the live owner of one of its refs, else the first ref."""
+        return self._owner(event, refs) or refs[0]
+
+    def _owner(self, event: InboundEvent, refs: list[WorkItemRef]) -> WorkItemRef | None:
+        """The work item whose live session record owns one of ``refs``: as its own ref, or — for an event on a pull
+        request — as a pull request recorded on it (issue-172: the record is the answer, even once the linkage text
+        is gone). Only pull requests are recorded on other items, so only their events look through the records."""
         for ref in refs:
             record = self.registry.load(str(ref))
             if record is not None and record.own is not None and record.own.live:
                 return ref
-        if pull_request is not None:
-            for record in self.registry.records():
-                own = record.own
-                if pull_request in record.sessions and record.work_item != pull_request and own and own.live:
+        if event.pull_request is None:
+            return None
+        wanted = {str(ref) for ref in refs}
+        for record in self.registry.records():
+            own = record.own
+            if own is not None and own.live and wanted & (set(record.sessions) - {record.work_item}):
+                with contextlib.suppress(RefError):
                     return parse_ref(record.work_item)
-        return refs[0]
+        return None
+
+    def _linked(self, event: InboundEvent, refs: list[WorkItemRef]) -> list[WorkItemRef]:
+        """X3(a) and X5: the tracker's own record of what a pull request closes goes first; a ref resting only on
+        the branch convention is dropped when the tracker says, definitively, that it does not exist — unless a
+        live record already owns one of the event's refs (then the record decides, and nothing is asked)."""
+        confirmed: list[WorkItemRef] = []
+        if event.pull_request:
+            # a failed lookup never drops the event: the event's own linkage is used as it is
+            with contextlib.suppress(Exception):
+                pull_request = parse_ref(event.pull_request)
+                provider = self._provider(pull_request)
+                delivered = provider.delivered_items(pull_request) if provider is not None else None
+                confirmed = self._bounded(event, [str(ref) for ref in delivered or ()])
+        refs = [*confirmed, *(ref for ref in refs if ref not in confirmed)]
+        unconfirmed = [ref for ref in refs if str(ref) in event.unconfirmed and ref not in confirmed]
+        if not unconfirmed or self._owner(event, refs) is not None:
+            return refs
+        for ref in unconfirmed:
+            if self._exists(ref) is False:
+                events.emit(
+                    "routing.linkage_dropped",
+                    work_item=str(ref),
+                    source="branch",
+                    reason="not-found",
+                    gh_event=event.event,
+                    delivery_id=event.delivery_id,
+                )
+                refs.remove(ref)
+        return refs
+
+    def _exists(self, ref: WorkItemRef) -> bool | None:
+        """X5: False only on the tracker's definitive "no such item" (GitHub's 404); None when it could not say
+        (no token, timeout, 403, 5xx). Definite answers are kept in a bounded LRU, so a busy branch asks once."""
+        key = str(ref)
+        with self._existence_lock:
+            if key in self._existence:
+                self._existence.move_to_end(key)
+                return self._existence[key]
+        provider = self._provider(ref)
+        try:
+            state = provider.item_state(ref) if provider is not None else "unknown"
+        except Exception:
+            state = "unknown"
+        if state == "unknown":
+            return None
+        with self._existence_lock:
+            self._existence[key] = state != "missing"
+            while len(self._existence) > EXISTENCE_CACHE_SIZE:
+                self._existence.popitem(last=False)
+        return state != "missing"
 
     def _bind_pull_request(self, target: WorkItemRef, pull_request: str) -> None:
-        """X7: record the pull request on the work item it delivered to, so later events route by the record.
-        Same-repository pull requests get no session of their own: the entry is a binding (no tmux, no id)."""
-        from the_loop.registry import Endpoint, SessionRecord, now_iso
-
-        added = False
-
-        def change(record: SessionRecord) -> None:
-            nonlocal added
-            if pull_request not in record.sessions and record.own is not None:
-                record.sessions[pull_request] = Endpoint(harness=record.own.harness, created_at=now_iso())
-                added = True
-
+        """X7: record the pull request on the work item it delivered to, so later events route by the record."""
         try:
-            self.registry.update(str(target), change)
+            added = bind_pull_request(self.registry, target, pull_request)
         except Exception as exc:  # a failed write never loses the delivery
             events.emit(
                 "session.link_failed", level="warning", work_item=str(target), pull_request=pull_request, error=str(exc)
@@ -259,6 +341,24 @@ class Router:
 
     # -------------------------------------------------------------------------------------------- commands
 
+    def _claimed_command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
+        """J20: an object two ingresses deliver (``shared_dedupe``) runs its command once per machine; a failure
+        handed back for a retry releases the claim."""
+        if not event.shared_dedupe:
+            return self._command(event, target, command, collaborator)
+        from the_loop import control_claims
+
+        if not control_claims.claim(self.config.state, event.dedupe_key):
+            return self._settle(event, target, "already-processed")
+        try:
+            outcome = self._command(event, target, command, collaborator)
+        except Exception:
+            control_claims.release(self.config.state, event.dedupe_key)
+            raise
+        if outcome.status == "failed" and outcome.will_retry:
+            control_claims.release(self.config.state, event.dedupe_key)
+        return outcome
+
     def _command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
         from the_loop import lifecycle
 
@@ -278,7 +378,7 @@ class Router:
             self.config,
         )
         if asked.proceed is False:  # L9: a refused command is not executed
-            return self._rejected(event, target, command, "input-refused")
+            return self._rejected(event, target, command, "input-refused", detail=asked.reason)
         record = self.registry.load(str(target))
         own = record.own if record else None
         live = own is not None and own.live
@@ -328,7 +428,9 @@ class Router:
         )
         return Outcome("dropped", reason="control-executed")
 
-    def _rejected(self, event: InboundEvent, target: WorkItemRef, command: str, reason: str) -> Outcome:
+    def _rejected(
+        self, event: InboundEvent, target: WorkItemRef, command: str, reason: str, *, detail: str = ""
+    ) -> Outcome:
         events.emit(
             "control.rejected",
             work_items=[str(target)],
@@ -337,11 +439,19 @@ class Router:
             reason=reason,
             delivery_id=event.delivery_id,
         )
+        if reason in REMEDIES:
+            control.explain_refusal(
+                self.config, target, reason, f"the-loop did not run `{command}`: {REMEDIES[reason]}", detail
+            )
         return Outcome("dropped", reason="rejected", error=reason)
 
     # ------------------------------------------------------------------------------------------- delivery
 
     def _deliver(self, event: InboundEvent, target: WorkItemRef, collaborator: bool) -> Outcome:
+        from the_loop import channels  # a channel reply is delivered there; a comment is published (comment.human)
+
+        if (handled := channels.routed(self, event, target)) is not None:
+            return handled
         record = self.registry.load(str(target))
         own = record.own if record else None
         if own is not None and own.live:
@@ -413,13 +523,14 @@ class Router:
         )
         return Outcome("dropped", reason=reason)
 
-    def _settle(self, event: InboundEvent, target: WorkItemRef, reason: str) -> Outcome:
+    def _settle(self, event: InboundEvent, target: WorkItemRef, reason: str, **more: Any) -> Outcome:
         events.emit(
             "dispatch.dropped",
             reason=reason,
             work_item=str(target),
             gh_event=event.event,
             delivery_id=event.delivery_id,
+            **more,
         )
         return Outcome("dropped", reason=reason)
 
@@ -437,6 +548,25 @@ class Router:
             return
         with contextlib.suppress(Exception):  # best-effort; the provider logs reaction.added / reaction.failed
             provider.react(event.ack, reaction)
+
+
+def bind_pull_request(registry: SessionRegistry, target: WorkItemRef, pull_request: str) -> bool:
+    """Record ``pull_request`` on ``target``'s session record (X7, and ``sessions link-pr``); True when it is new.
+    Same-repository pull requests get no session of their own: the entry is a binding (no tmux, no id). Nothing is
+    written for a work item without a session of its own. Raises what the registry raises."""
+    from the_loop.registry import Endpoint, SessionRecord, now_iso
+
+    added = False
+
+    def change(record: SessionRecord) -> None:
+        nonlocal added
+        if pull_request not in record.sessions and record.own is not None:
+            record.sessions[pull_request] = Endpoint(harness=record.own.harness, created_at=now_iso())
+            added = True
+
+    if registry.load(str(target)) is not None:
+        registry.update(str(target), change)
+    return added
 
 
 def _actor(event: InboundEvent) -> str:

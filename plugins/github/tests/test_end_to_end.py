@@ -8,6 +8,7 @@ fake one (``the_loop.fake_plugin`` through ``THE_LOOP_EXTRA_PLUGINS``), on a pri
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from fake_github import FakeGitHub
 from the_loop.fake_harness import FakeHarness
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 
+HERE = Path(__file__).parent
 REF = "github:octo/repo#15"
 TARGET = "loop-github-octo-repo-15"
 
@@ -78,12 +80,18 @@ class Loop:
 def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loop]]:
     started: list[tuple[Receiver, str]] = []
 
-    def start(**routing: Any) -> Loop:
+    def start(*, plugins: tuple[str, ...] = (), **routing: Any) -> Loop:
+        """``plugins``: more test plugin modules (from this folder) for the daemon, after the fake harness."""
         socket = f"the-loop-test-{secrets.token_hex(6)}"
         logs = gh_env.tmp / "harness-logs"
         logs.mkdir(exist_ok=True)
         (gh_env.tmp / "work").mkdir(exist_ok=True)
-        gh_env.env.update(THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"))
+        gh_env.env.update(
+            THE_LOOP_EXTRA_PLUGINS=",".join(["the_loop.fake_plugin", *plugins]),
+            FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
+        )
+        if plugins:
+            gh_env.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
         port = free_port()
         settings = {
             "enabled": True,

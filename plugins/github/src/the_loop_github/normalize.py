@@ -2,10 +2,11 @@
 :class:`Drop` with its reason.
 
 What is read, and only that (A §3 "payload fields read"): the event and action filters (F1, F2, F6), the work item
-(X1/X2: an issue event yields that issue; a pull-request event its own PR — linking PRs to the issues they deliver
-comes later), the actor (G2), the comment or review body (never an issue or PR body), labels, the close reason, the
-dedupe key (decision 6), what to react on, and the excerpt: an allow-list per event (P3), never the raw payload, no
-``user``/``sender`` objects, no API URLs. A payload of the wrong shape anywhere reads as "absent", never raises.
+(X1/X2: an issue event yields that issue; X3: a pull-request event the issues it delivers, then itself; X4: a CI
+event the pull requests it names and the issues its branches name), the actor (G2), the comment or review body
+(never an issue or PR body), labels, the close reason, the CI conclusion (M8), the dedupe key (decision 6), what to
+react on, and the excerpt: an allow-list per event (P3), never the raw payload, no ``user``/``sender`` objects, no
+API URLs. A payload of the wrong shape anywhere reads as "absent", never raises.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ ACTIONS: dict[str, frozenset[str]] = {
     "status": frozenset({""}),
 }
 CI_EVENTS = frozenset({"workflow_run", "check_run", "check_suite", "status"})
+# M8: only a completed check run with one of these conclusions, or a status in FAILING_STATES, is worth an agent's
+# turn; a suite or workflow run only summarizes its check runs, which arrive on their own.
+FAILING_CONCLUSIONS = frozenset({"failure", "timed_out", "action_required", "startup_failure"})
+FAILING_STATES = frozenset({"failure", "error"})
 LIFECYCLE_KINDS = {"opened": "opened", "labeled": "labeled", "reopened": "reopened", "closed": "closed"}
 
 # P3: the fields each container contributes to the excerpt (`author` is added for comments and reviews).
@@ -154,7 +159,7 @@ def excerpt_for(event: str, payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _pull_request_numbers(event: str, payload: Mapping[str, Any]) -> list[Any]:
-    """X4 (entity part): the PRs a CI event names. The branch convention arrives with PR linkage."""
+    """X4 (entity part): the PRs a CI event names."""
     if event == "check_run":
         run = _dict(payload.get("check_run"))
         lists = [run.get("pull_requests"), _dict(run.get("check_suite")).get("pull_requests")]
@@ -163,6 +168,39 @@ def _pull_request_numbers(event: str, payload: Mapping[str, Any]) -> list[Any]:
     else:
         lists = []
     return [_dict(item).get("number") for items in lists if isinstance(items, list) for item in items]
+
+
+def _ci_branches(event: str, payload: Mapping[str, Any]) -> list[Any]:
+    """X4 (branch part): the branch names a CI event carries; a ``status`` only its ``branches[].name``."""
+    if event == "status":
+        branches = payload.get("branches")
+        return [_dict(branch).get("name") for branch in branches] if isinstance(branches, list) else []
+    run = _dict(payload.get(event))
+    if event == "check_run":
+        return [_dict(run.get("check_suite")).get("head_branch")]
+    return [run.get("head_branch")]
+
+
+def _ci_conclusion(event: str, payload: Mapping[str, Any]) -> str:
+    """M8: ``failure`` for a failing completed check run or status; otherwise what it says (``summary`` for a
+    suite or workflow run, whatever its result)."""
+    if event == "status":
+        state = _str(payload.get("state")) or ""
+        return "failure" if state in FAILING_STATES else state[:SHORT_CAP]
+    if event != "check_run":
+        return "summary"
+    conclusion = _str(_dict(payload.get("check_run")).get("conclusion")) or ""
+    return "failure" if conclusion in FAILING_CONCLUSIONS else conclusion[:SHORT_CAP]
+
+
+def _ci_refs(event: str, payload: Mapping[str, Any]) -> tuple[list[WorkItemRef], list[WorkItemRef]]:
+    """X4: the pull requests a CI event names, then the issues its branches name (those unconfirmed, X5)."""
+    from the_loop_github.linkage import branch_refs
+
+    pulls = [ref for ref in (ref_for(payload, n) for n in _pull_request_numbers(event, payload)) if ref is not None]
+    branches = [ref for name in _ci_branches(event, payload) for ref in branch_refs(payload, name)]
+    pulls = list(dict.fromkeys(pulls))
+    return pulls, [ref for ref in dict.fromkeys(branches) if ref not in pulls]
 
 
 def _subject(event: str, payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
@@ -227,13 +265,17 @@ def normalize(
     kind = _kind(event, action)
     subject, is_pull = _subject(event, payload)
     entity = ref_for(payload, subject.get("number"), subject) if subject else None
+    unconfirmed: list[WorkItemRef] = []
+    pull_request = entity if entity is not None and is_pull else None
     if kind == "ci":
-        found = (ref_for(payload, number) for number in _pull_request_numbers(event, payload))
-        candidates: tuple[WorkItemRef, ...] = tuple(dict.fromkeys(ref for ref in found if ref is not None))
+        pulls, unconfirmed = _ci_refs(event, payload)
+        candidates: tuple[WorkItemRef, ...] = (*pulls, *unconfirmed)
+        pull_request = pulls[0] if pulls else None
     elif entity is not None and is_pull:
         from the_loop_github.linkage import linked_refs
 
-        candidates = (*linked_refs(payload, subject, entity), entity)  # X3: the issues it delivers, then itself
+        linked, unconfirmed = linked_refs(payload, subject, entity)
+        candidates = (*linked, entity)  # X3: the issues it delivers, then itself
     else:
         candidates = (entity,) if entity is not None else ()
     comment = _dict(payload.get("comment"))
@@ -295,7 +337,9 @@ def normalize(
         body=body,
         entity=str(entity) if entity is not None else None,
         work_items=tuple(str(ref) for ref in candidates),
-        pull_request=str(entity) if entity is not None and is_pull else None,
+        pull_request=str(pull_request) if pull_request is not None else None,
+        unconfirmed=tuple(str(ref) for ref in unconfirmed),
+        conclusion=_ci_conclusion(event, payload) if kind == "ci" else "",
         labels=_labels(subject),
         label_added=label or None,
         closed=closed,  # type: ignore[arg-type]

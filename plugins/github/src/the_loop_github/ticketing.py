@@ -168,6 +168,21 @@ class GitHubTicketProvider(TicketProvider):
         except TokenMissing:
             return "unknown"
 
+    def delivered_items(self, ref: WorkItemRef) -> list[WorkItemRef] | None:
+        """X3(a): the pull request's ``closingIssuesReferences`` through GraphQL; None when it cannot be asked or
+        answered (no token, not a pull request, timeout, any error): the event's own linkage is used instead."""
+        from the_loop_github.linkage import CLOSING_REFERENCES_QUERY, closing_references
+
+        if not valid_ref(ref):
+            return None
+        variables = {"owner": ref.owner, "name": ref.repo, "number": ref.number}
+        try:
+            with self._client(ref.host) as gh, self._calling("POST", "/graphql"):
+                _headers, data = gh.requester.graphql_query(CLOSING_REFERENCES_QUERY, variables)
+        except (GitHubError, TokenMissing):
+            return None
+        return closing_references(data, ref)
+
     def react(self, ack: Mapping[str, str], reaction: str) -> None:
         """Best-effort: put ``reaction`` on the comment or issue ``ack`` names; ``reaction.added`` or
         ``reaction.failed`` is logged and nothing is raised. A missing token is reported once per process."""

@@ -1,0 +1,73 @@
+"""``the-loop sessions link-pr``: record by hand that a pull request delivers a work item (issue-274).
+
+The binding is the one the router records itself once it delivered a pull request's event into the work item's
+session (A X7); from then on, events on that pull request route to the work item by the record, whatever its branch
+name or body say (X6).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from the_loop import events
+from the_loop.cli._app import app
+from the_loop.cli.sessions._common import WORK_ITEM, operator
+
+if TYPE_CHECKING:
+    from the_loop.refs import WorkItemRef
+
+
+def _pull_request(ref: WorkItemRef, value: str) -> WorkItemRef:
+    """``--pull-request``: a full ref, or a bare number meaning that number in the work item's repository."""
+    from the_loop.refs import RefError, parse_ref
+
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        if ref.key_form:
+            raise click.BadParameter(f"{ref} has no repository: give the pull request as a full ref")
+        text = f"{ref.provider}:{ref.repository}#{int(text)}"
+    try:
+        pull_request = parse_ref(text)
+    except RefError as exc:
+        raise click.BadParameter(f"{exc} — or a bare number in {ref}'s repository") from None
+    if pull_request.number < 1:
+        raise click.BadParameter("a pull request number is 1 or more")
+    if pull_request == ref:
+        raise click.BadParameter("a work item cannot be its own pull request")
+    return pull_request
+
+
+@click.command("link-pr")
+@WORK_ITEM
+@click.option(
+    "--pull-request",
+    "pull_request",
+    required=True,
+    metavar="REF|N",
+    help="The pull request, e.g. github:octo/repo#20, or 20 for that number in the work item's repository.",
+)
+@click.pass_context
+def link_pr(ctx: click.Context, ref: WorkItemRef, pull_request: str) -> None:
+    """Record that PULL_REQUEST delivers REF: its events then reach REF's session, whatever its text says."""
+    from the_loop.registry import SessionRegistry
+    from the_loop.router import bind_pull_request
+
+    pull = _pull_request(ref, pull_request)
+    config = app(ctx).config(source="sessions")
+    registry = SessionRegistry(config.state)
+    record = registry.load(str(ref))
+    if record is None or record.own is None:
+        click.echo(f"error: {ref} has no session on this machine to link to; start it first", err=True)
+        sys.exit(1)
+    for other in registry.records():
+        if other.work_item != str(ref) and str(pull) in other.sessions and str(pull) != other.work_item:
+            click.echo(f"error: {pull} is already linked to {other.work_item}", err=True)
+            sys.exit(1)
+    if not bind_pull_request(registry, ref, str(pull)):
+        click.echo(f"{pull} is already linked to {ref}")
+        return
+    events.emit("session.pr_linked", work_item=str(ref), pull_request=str(pull), actor=operator())
+    click.echo(f"linked {pull} to {ref}: its events now reach {record.own.tmux_target or 'the work item'}")

@@ -1,0 +1,330 @@
+"""Pull requests, reviews and CI results end to end (ingress-routing.md §2.3 X3 to X7, §2.8 M8, §2.11 R3; scenarios A13,
+A15, A23 and regressions issue-93, 172, 186, 246, 269, 274, 279, 393, 462): a signed delivery → the real receiver →
+the router → the work item's one tmux session running the fake harness, with PyGithub against the fake GitHub API
+(GraphQL closing references, the existence check, reactions and replies)."""
+
+# ruff: noqa: F811  (the tests take the imported `loop` fixture as a parameter, as pytest wants)
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import gh_payloads
+import pytest
+from conftest import AUTO_LABEL
+from test_end_to_end import REF, TARGET, Loop, loop, start_work  # noqa: F401  (`loop` is the end-to-end fixture)
+
+from the_loop.testing import wait_for
+
+MARKER = "<!-- the-loop:agent-comment -->"
+GHOST = "github:octo/repo#999"
+
+
+def _set_pull_request(payload: dict[str, Any], number: int, body: str, branch: str, labels: list[str]) -> None:
+    pull = payload["pull_request"]
+    pull.update(number=number, body=body, html_url=f"https://github.com/octo/repo/pull/{number}")
+    pull["head"]["ref"] = branch
+    pull["labels"] = [{"name": label} for label in labels]
+
+
+def pr_comment(machine: Loop, number: int, body: str, comment_id: int, *, pull_body: str = "") -> None:
+    """An ``issue_comment`` on pull request ``number`` (its conversation tab)."""
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"), number=number, body=body, login="octocat", pull_request=True
+    )
+    payload = gh_payloads.new_comment(payload, comment_id)
+    payload["issue"]["body"] = pull_body
+    assert machine.receiver.post("issue_comment", payload).status_code == 202
+
+
+def review(
+    machine: Loop,
+    number: int,
+    body: str,
+    object_id: int,
+    *,
+    pull_body: str = "",
+    branch: str = "feature",
+    labels: list[str] | None = None,
+    inline: tuple[str, int] | None = None,
+) -> None:
+    """A submitted review, or with ``inline`` = (path, line) a review comment, on pull request ``number``."""
+    event = "pull_request_review_comment" if inline else "pull_request_review"
+    name = "pull_request_review_comment.created" if inline else "pull_request_review.submitted"
+    payload = gh_payloads.adapt(gh_payloads.load(name), body=body, login="octocat")
+    _set_pull_request(payload, number, pull_body, branch, labels or [])
+    target = payload["comment" if inline else "review"]
+    target.update(id=object_id, node_id=f"PRR_test{object_id}")
+    if inline:
+        target.update(path=inline[0], line=inline[1])
+    assert machine.receiver.post(event, payload).status_code == 202
+
+
+def fenced(message: str) -> dict[str, Any]:
+    return json.loads(message.split("```json\n", 1)[1].rsplit("\n```", 1)[0])
+
+
+def linked_to_15(machine: Loop) -> Any:
+    """Start #15 and link PR #20 to it by a comment on the PR whose body says ``Fixes #15`` (A13)."""
+    harness = start_work(machine)
+    pr_comment(machine, 20, "first look", 501, pull_body="Fixes #15")
+    harness.wait_for_submitted(2, timeout=20)
+    machine.settled()
+    return harness
+
+
+# ---------------------------------------------------------------------------------------- X3(a), issue-93/172
+
+
+def test_x3a_a_pull_request_github_says_closes_the_issue_reaches_its_session_and_stays_there(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.fake.closes("octo/repo", 20, ("octo/repo", 15))
+    pr_comment(machine, 20, "nothing in my text links this", 511)  # no keyword, no branch: only GraphQL
+    assert "nothing in my text links this" in harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-20").returncode != 0  # issue-93
+    assert "github:octo/repo#20" in machine.record()["sessions"]  # type: ignore[index]
+    graphql = machine.fake.calls("POST", "/graphql")
+    assert graphql and graphql[0].body["variables"] == {"owner": "octo", "name": "repo", "number": 20}
+    machine.fake.add_issue("octo/repo", 16, labels=[AUTO_LABEL])
+    machine.fake.closes("octo/repo", 20, ("octo/repo", 16))  # issue-172: GitHub's answer changes
+    pr_comment(machine, 20, "still yours", 512)
+    assert "still yours" in harness.wait_for_submitted(3, timeout=20)[-1]
+    machine.settled()
+    assert machine.record("github-octo-repo-16") is None
+
+
+def test_x3a_a_graphql_failure_falls_back_to_the_closing_keywords(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.fake.fault("POST", "/graphql", status=502)
+    pr_comment(machine, 20, "review after a GraphQL outage", 521, pull_body="Fixes #15")
+    assert "review after a GraphQL outage" in harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert machine.fake.calls("POST", "/graphql")  # it was asked, and failing did not drop the event
+
+
+# ----------------------------------------------------------------------------------------- X5, A15, issue-269
+
+
+def test_a15_issue_269_a_ghost_branch_ref_is_dropped_and_the_start_binds_the_pull_request_itself(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    machine.fake.add_issue("octo/repo", 30, title="Feature", pull_request=True, labels=[AUTO_LABEL])
+    review(machine, 30, "hello first", 3001, branch="feat/issue-999", labels=[AUTO_LABEL])
+    review(machine, 30, "the-loop start", 3002, branch="feat/issue-999", labels=[AUTO_LABEL])
+    wait_for(lambda: machine.record("github-octo-repo-30") is not None, timeout=20)
+    machine.settled()
+    dropped = machine.events("routing.linkage_dropped")
+    assert dropped and {(e["work_item"], e["source"], e["reason"]) for e in dropped} == {(GHOST, "branch", "not-found")}
+    assert machine.record("github-octo-repo-999") is None
+    assert machine.own("github:octo/repo#30")["tmuxTarget"] == "loop-github-octo-repo-30"  # issue-279: the PR itself
+    assert len(machine.fake.calls("GET", "/repos/octo/repo/issues/999")) == 1  # the answer is cached
+
+
+@pytest.mark.parametrize("status", [0, 503])
+def test_a15_an_unavailable_existence_check_keeps_the_branch_ref(loop: Callable[..., Loop], status: int) -> None:
+    machine = loop()
+    machine.fake.add_issue("octo/repo", 30, title="Feature", pull_request=True, labels=[AUTO_LABEL])
+    machine.fake.fault("GET", "/repos/octo/repo/issues/999", status=status)
+    review(machine, 30, "the-loop start", 3101, branch="feat/issue-999", labels=[AUTO_LABEL])
+    wait_for(lambda: machine.record("github-octo-repo-999") is not None, timeout=20)
+    machine.settled()
+    assert not machine.events("routing.linkage_dropped")
+    assert machine.fake.calls("GET", "/repos/octo/repo/issues/999")
+
+
+def test_x5_a_live_record_owning_a_ref_needs_no_existence_check(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = linked_to_15(machine)
+    review(machine, 20, "looks fine", 3201, pull_body="Fixes #15", branch="feat/issue-999")
+    assert "looks fine" in harness.wait_for_submitted(3, timeout=20)[-1]
+    machine.settled()
+    assert not machine.fake.calls("GET", "/repos/octo/repo/issues/999")
+
+
+def test_x5_when_every_ref_is_missing_the_event_is_settled_as_work_item_not_found(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    payload = gh_payloads.adapt(gh_payloads.load("status"))
+    payload.update(state="failure", branches=[{"name": "feat/issue-999"}])
+    delivery = "status-ghost-1"
+    assert machine.receiver.post("status", payload, delivery=delivery).status_code == 202
+    machine.settled()
+    dropped = machine.events("dispatch.dropped")
+    assert [(e["reason"], e["delivery_id"]) for e in dropped] == [("work-item-not-found", delivery)]
+    assert delivery in machine.receiver.accepted_keys()  # settled: kept, never retried
+    assert machine.tmux("list-sessions").returncode != 0
+
+
+# ------------------------------------------------------------------------------------ reviews, issue-246/93
+
+
+def test_issue_246_a_review_and_an_inline_review_comment_reach_the_linked_issues_session(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = linked_to_15(machine)
+    review(machine, 20, "please rename the widget", 4001, pull_body="Fixes #15")
+    assert fenced(harness.wait_for_submitted(3, timeout=20)[-1])["review"]["body"] == "please rename the widget"
+    review(machine, 20, "off by one here", 4002, pull_body="Fixes #15", inline=("src/widget.py", 12))
+    comment = fenced(harness.wait_for_submitted(4, timeout=20)[-1])["comment"]
+    assert list(comment)[:3] == ["path", "line", "body"]  # file and line before the body
+    assert (comment["path"], comment["line"], comment["body"]) == ("src/widget.py", 12, "off by one here")
+    machine.settled()
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-20").returncode != 0  # issue-93: one session
+    # R1: a review comment's reactions go to pulls/comments/{id} (unknown to the fake: a 404 changes nothing)
+    assert [call.body["content"] for call in machine.fake.calls("POST", r".*/pulls/comments/4002/reactions")] == [
+        "eyes",
+        "hooray",
+    ]
+
+
+# ---------------------------------------------------------------------------------------- CI, A23, issue-462
+
+
+def _ci(example: str, **changes: Any) -> dict[str, Any]:
+    payload = gh_payloads.adapt(gh_payloads.load(example))
+    event = example.split(".")[0]
+    run = payload.get(event, payload)
+    for pulls in (run.get("pull_requests"), (run.get("check_suite") or {}).get("pull_requests")):
+        for pull in pulls or []:
+            pull["number"] = 20
+    run.update(changes)
+    return payload
+
+
+def test_a23_a_failing_check_reaches_the_issue_and_passing_or_summary_results_do_not(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = linked_to_15(machine)
+    assert machine.receiver.post("check_run", _ci("check_run.completed", conclusion="failure", name="unit")).is_success
+    message = harness.wait_for_submitted(3, timeout=20)[-1]
+    assert fenced(message)["check_run"]["conclusion"] == "failure" and fenced(message)["check_run"]["name"] == "unit"
+    for event, payload in [
+        ("check_suite", _ci("check_suite.completed", conclusion="success")),
+        ("check_suite", _ci("check_suite.completed", conclusion="failure")),
+        ("check_run", _ci("check_run.completed", conclusion="success")),
+        ("workflow_run", _ci("workflow_run.completed", conclusion="failure", head_branch="issue-15")),
+    ]:
+        assert machine.receiver.post(event, payload).status_code == 202
+    machine.settled()
+    reasons = [e["reason"] for e in machine.events("dispatch.dropped")]
+    assert reasons.count("ci-not-actionable") == 4
+    status = _ci("status", state="error", branches=[{"name": "fix/issue-15"}])
+    assert machine.receiver.post("status", status).status_code == 202
+    assert fenced(harness.wait_for_submitted(4, timeout=20)[-1])["state"] == "error"
+    machine.settled()
+    assert len(harness.submitted()) == 4
+
+
+# ------------------------------------------------------------------------------------------------- R3, 393
+
+
+def test_issue_393_a_refusal_with_a_remedy_gets_one_marked_warning_reply_others_only_a_reaction(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    start_work(machine)
+    before = len(machine.fake.comments_on("octo/repo", 15))
+    machine.comment("the-loop resume")  # nothing is paused
+    machine.settled()
+    assert machine.events("control.rejected")[-1]["reason"] == "nothing-to-resume"
+    replies = machine.fake.comments_on("octo/repo", 15)[before:]
+    assert len(replies) == 1 and replies[0]["body"].startswith("⚠️") and MARKER in replies[0]["body"]
+    assert "resume" in replies[0]["body"] and replies[0]["user"]["login"] == "the-loop-bot"
+    machine.fake.add_issue("octo/repo", 17, title="Unlabelled")
+    machine.comment("the-loop start", number=17)
+    machine.settled()
+    assert machine.events("control.rejected")[-1]["reason"] == "spawn-policy"
+    assert machine.fake.comments_on("octo/repo", 17) == []  # no remedy: only the reaction
+    contents = [
+        c.body["content"] for c in machine.fake.calls("POST", r"/repos/octo/repo/issues/comments/\d+/reactions")
+    ]
+    assert contents[-2:] == ["eyes", "confused"]
+
+
+# ----------------------------------------------------------------------------------------- link-pr, issue-274
+
+
+def test_issue_274_link_pr_binds_a_pull_request_nothing_links(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.fake.add_issue("octo/repo", 40, title="Spec", pull_request=True)
+    linked = machine.env.run("sessions", "link-pr", "--work-item", REF, "--pull-request", "40")
+    assert linked.returncode == 0, linked.stderr
+    assert "github:octo/repo#40" in linked.stdout and TARGET in linked.stdout
+    again = machine.env.run("sessions", "link-pr", "--work-item", REF, "--pull-request", "github:octo/repo#40")
+    assert again.returncode == 0 and "already linked" in again.stdout
+    pr_comment(machine, 40, "comment on the spec PR", 541)
+    assert "comment on the spec PR" in harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-40").returncode != 0
+    assert [e["pull_request"] for e in machine.events("session.pr_linked")] == ["github:octo/repo#40"]
+
+
+def test_issue_274_link_pr_refuses_bad_input_and_unknown_work_items(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    for value in ("nope", "0", REF):
+        bad = machine.env.run("sessions", "link-pr", "--work-item", REF, "--pull-request", value)
+        assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    unknown = machine.env.run("sessions", "link-pr", "--work-item", "github:octo/repo#77", "--pull-request", "40")
+    assert unknown.returncode == 1 and "no session" in unknown.stderr
+    assert machine.record("github-octo-repo-77") is None  # nothing written for it
+
+
+# -------------------------------------------------------------------------------------------------- issue-186
+
+
+def test_issue_186_a_close_nobody_is_named_for_closes_the_session_and_defers_cleanup(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    start_work(machine)
+    payload = gh_payloads.adapt(gh_payloads.load("issues.reopened"), number=15, labels=[AUTO_LABEL])
+    payload.update(action="closed")
+    payload["issue"]["state"] = "closed"
+    payload.pop("sender")
+    assert machine.receiver.post("issues", payload).status_code == 202
+    machine.settled()
+    assert machine.events("cleanup.deferred")[0]["reason"] == "no-actor"
+    assert machine.own()["status"] == "closed" and machine.record() is not None  # the local record is kept
+
+
+def test_issue_393_a_command_a_hook_refuses_gets_one_warning_reply_with_the_hooks_reason(
+    loop: Callable[..., Loop],
+) -> None:
+    from gh_refusing_hooks import REASON
+
+    machine = loop(plugins=("gh_refusing_hooks",))
+    start_work(machine)
+    before = len(machine.fake.comments_on("octo/repo", 15))
+    machine.comment("the-loop pause")
+    machine.settled()
+    assert machine.events("control.rejected")[-1]["reason"] == "input-refused"
+    assert machine.own()["status"] == "active"
+    replies = machine.fake.comments_on("octo/repo", 15)[before:]
+    assert len(replies) == 1 and replies[0]["body"].startswith("⚠️") and MARKER in replies[0]["body"]
+    assert "`pause`" in replies[0]["body"] and REASON in replies[0]["body"]
+
+
+def test_issue_93_a_start_on_a_linked_pull_request_spawns_the_issues_session_and_records_the_pull_request(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    machine.fake.add_issue("octo/repo", 20, title="Widget", pull_request=True, labels=[AUTO_LABEL])
+    review(machine, 20, "the-loop start", 9301, pull_body="Closes #15", labels=[AUTO_LABEL])
+    wait_for(lambda: machine.record() is not None, timeout=20)
+    machine.harness().wait_ready(timeout=20)
+    machine.settled()
+    assert machine.own()["tmuxTarget"] == TARGET
+    assert "github:octo/repo#20" in machine.record()["sessions"]  # type: ignore[index]  # X7: recorded on spawn
+    assert machine.record("github-octo-repo-20") is None
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-20").returncode != 0
