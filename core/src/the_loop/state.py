@@ -100,10 +100,28 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "what this machine accepted and still owes a dispatch; replaying it elsewhere would deliver twice",
     ),
     GeneratedPath(
+        "local/control-deliveries.json",
+        False,
+        "the dedupe keys of the newest control comments this machine executed (bounded), and its .lock",
+        "shared by the receiver and the poller so a comment both ingresses see executes once, on this machine",
+    ),
+    GeneratedPath(
+        "local/control-deliveries.json.lock",
+        False,
+        "the flock the receiver and the poller take around control-deliveries.json",
+        "a lock means something only to processes on this machine",
+    ),
+    GeneratedPath(
         "local/inbox/abandoned/",
         False,
         "inbox entries that failed every attempt, kept with their last error",
         "kept for a person to inspect on this machine; never replayed",
+    ),
+    GeneratedPath(
+        "local/poll-clocks.json",
+        False,
+        "per polled ref: lastPolledAt and closureCheckedAt (when this poller last listed it, or asked if it ended)",
+        "clock readings of a poller on this machine; elsewhere they would date a process that is not there",
     ),
     GeneratedPath(
         "logs/events.jsonl",
@@ -128,6 +146,24 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         False,
         "the poller's heartbeat: startedAt, lastCycleAt, intervalSeconds, the last cycle's counters (no pid)",
         "describes this machine's poller",
+    ),
+    GeneratedPath(
+        "channels/<name>.json",
+        False,
+        "per channel (slack.json): read cursors of threads whose work item has no session record here",
+        "a ledger of what this machine read; the threads it names are in the operator's own workspace",
+    ),
+    GeneratedPath(
+        "channels/<name>.json.lock",
+        False,
+        "empty flock files: the binding and claim lock of a channel, the undelivered queue's lock",
+        "a lock means something only to processes on this machine",
+    ),
+    GeneratedPath(
+        "channels/undelivered.json",
+        False,
+        "events no channel accepted, waiting for a drain: the event, channels asked, attempts, last error",
+        "what this machine still owes its channels; the ticket already holds every one of them",
     ),
 )
 

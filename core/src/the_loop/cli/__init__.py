@@ -56,6 +56,7 @@ CORE_COMMANDS: dict[str, Any] = {
         "list": ("the_loop.cli.sessions.list:list_sessions", "List the sessions this machine holds."),
         "attach": ("the_loop.cli.sessions.attach:attach", "Attach this terminal to a work item's tmux session."),
         "register": ("the_loop.cli.sessions.register:register", "Record an existing conversation by hand."),
+        "link-pr": ("the_loop.cli.sessions.link_pr:link_pr", "Record that a pull request delivers a work item."),
         "pause": ("the_loop.cli.sessions.pause:pause", "Hold off deliveries to a work item's session."),
         "resume": ("the_loop.cli.sessions.resume:resume", "Deliver events to a paused work item again."),
         "stop": ("the_loop.cli.sessions.stop:stop", "Disarm a work item and close its session (tmux kept readable)."),
@@ -67,6 +68,7 @@ CORE_COMMANDS: dict[str, Any] = {
         ),
     },
     "channels": {"_help": "Conversation channels (commands come from channel plugins)."},
+    "doctor": {"_help": "Check whether an integration's configuration is usable (commands come from plugins)."},
     "hooks": ("the_loop.cli.hooks:hooks", "Show the declared lifecycle hooks and the points they run at."),
 }
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from the_loop import hookimpl
-from the_loop.interfaces import ConfigSection
+from the_loop.interfaces import CommandSpec, ConfigSection, EventType
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.interfaces import TicketProvider
 
 
 @hookimpl
@@ -14,4 +20,48 @@ def loop_config_sections() -> list[ConfigSection]:
             "the_loop_jira.config:JiraSettings",
             secrets=("api.emailEnv", "api.tokenEnv", "webhook.secretEnv"),
         )
+    ]
+
+
+@hookimpl
+def loop_register_ingresses(config: LoadedConfig) -> list[Any]:
+    raw = config.raw_at("integrations.jira")
+    if not isinstance(raw, dict) or not raw.get("site"):
+        return []
+    found: list[Any] = []
+    if any(source.provider == "jira" for source in config.core.polling.sources):
+        from the_loop_jira.poll import JiraPollSource
+
+        found.append(JiraPollSource(config))
+    if config.core.webhooks.gh_webhook.enabled and (raw.get("webhook") or {}).get("secretEnv"):
+        from the_loop_jira.webhook import JiraWebhook
+
+        found.append(JiraWebhook(config))  # answers 404 while the secret variable is unset (J21)
+    return found
+
+
+@hookimpl
+def loop_register_ticketing() -> list[type[TicketProvider]]:
+    from the_loop_jira.ticketing import JiraTicketProvider
+
+    return [JiraTicketProvider]
+
+
+@hookimpl
+def loop_register_commands() -> list[CommandSpec]:
+    return [
+        CommandSpec(
+            "jira", "Check whether the Jira configuration is usable (offline).", "the_loop_jira.doctor:jira", "doctor"
+        )
+    ]
+
+
+@hookimpl
+def loop_event_types() -> list[EventType]:
+    # webhook.received/rejected and poll.comment_forwarded/item_error/closure_detected are shared with the GitHub
+    # plugin, which declares them (the catalog refuses a name declared twice).
+    return [
+        EventType("jira.doorbell_failed", "a verified Jira doorbell could not be followed up (Jira unreachable, …)"),
+        EventType("poll.comment_settled", "a ticket comment was settled unforwarded: self-authored, mirror"),
+        EventType("arm.refused", "a ticket was not armed: mirror (the Jira copy of a GitHub issue)"),
     ]

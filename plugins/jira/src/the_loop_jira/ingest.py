@@ -1,0 +1,56 @@
+"""What both Jira ingresses do with a comment they read: settle it, refuse it, or put it in the inbox.
+
+The poller and the doorbell share this, so one comment becomes the same normalized event (and the same dedupe key)
+whichever saw it first; the inbox and the control claim make the second sighting harmless.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from the_loop import control, events
+from the_loop.inbox import Inbox
+from the_loop_jira.normalize import comment_event, origin
+from the_loop_jira.ticketing import MIRROR_LABEL, arming_labels
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.refs import WorkItemRef
+    from the_loop_jira.client import JiraComment, JiraIssue
+
+__all__ = ["Result", "ingest_comment", "is_command"]
+
+Result = Literal["forwarded", "settled", "refused", "duplicate"]
+
+
+def is_command(config: LoadedConfig, body: str) -> bool:
+    return control.parse(body, config.core.routing.control.keywords).command is not None
+
+
+def ingest_comment(
+    config: LoadedConfig,
+    inbox: Inbox,
+    ref: WorkItemRef,
+    issue: JiraIssue,
+    comment: JiraComment,
+    transport: Literal["webhook", "poll"],
+) -> Result:
+    """Self comments are settled (never forwarded); on a mirror ticket nothing arms (J28); the rest go to the
+    inbox. Raises what the inbox raises (the caller must not advance its cursor then)."""
+    fields = {"work_item": str(ref), "comment_id": comment.id, "transport": transport}
+    if origin(comment) == "self":
+        events.emit("poll.comment_settled", reason="self-authored", **fields)
+        return "settled"
+    if MIRROR_LABEL in issue.labels:
+        if is_command(config, comment.body_md):
+            events.emit("arm.refused", reason="mirror", **fields)
+            return "refused"
+        events.emit("poll.comment_settled", reason="mirror", **fields)
+        return "settled"
+    event = comment_event(ref, issue, comment, arming_labels(config, issue.labels), transport)
+    stored = inbox.put(event.dedupe_key, event.inbox_entry())
+    if not stored:  # the other ingress saw it first: one dedupe key per comment (decision 6)
+        events.emit("routing.dropped", reason="duplicate-delivery", delivery_id=event.delivery_id, **fields)
+        return "duplicate"
+    events.emit("poll.comment_forwarded", delivery_id=event.delivery_id, **fields)
+    return "forwarded"

@@ -1,0 +1,167 @@
+"""End to end with real processes: ``the-loop daemon run poller --once`` and the receiver (``daemon run gh-webhook``)
+against the fake Jira, the real ``jira`` library, real tmux and the fake harness (E4, E5, E13; Jira-only install).
+
+The GitHub plugin is disabled (``THE_LOOP_DISABLE_PLUGINS=github``): a Jira-only configuration loads, polls, spawns
+in ``routing.spawnWorkdir`` and delivers comments, so nothing in core needs the GitHub plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fake_jira import FakeJira
+from jira_fixtures import EMAIL, SECRET, TOKEN, base_config
+
+from the_loop.fake_harness import FakeHarness
+from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop_jira.webhook import signature
+
+REF = "jira:jira.test/PROJ-12"
+SLUG = "jira-jira.test-PROJ-12"
+TARGET = "loop-jira-jira_test-PROJ-12"
+
+
+class World:
+    def __init__(self, env: LoopEnv, fake: FakeJira, socket: str, logs: Path, work: Path, port: int) -> None:
+        self.env, self.fake, self.socket, self.logs, self.work, self.port = env, fake, socket, logs, work, port
+        self.receiver: subprocess.Popen[str] | None = None
+
+    def poll(self) -> None:
+        result = self.env.run("daemon", "run", "poller", "--once", timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert TOKEN not in result.stdout + result.stderr and EMAIL not in result.stdout + result.stderr
+
+    def start_receiver(self) -> None:
+        argv = [sys.executable, "-m", "the_loop", "-c", str(self.env.config_path), "daemon", "run", "gh-webhook"]
+        self.receiver = subprocess.Popen(argv, cwd=self.env.cwd, env=self.env.env, stderr=subprocess.PIPE, text=True)
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(lambda: healthy() or self.receiver.poll() is not None, timeout=20)  # type: ignore[union-attr]
+        assert self.receiver.poll() is None, self.receiver.stderr.read() if self.receiver.stderr else ""
+
+    def ring(self, payload: dict[str, Any]) -> httpx.Response:
+        body = json.dumps(payload).encode()
+        headers = {"X-Hub-Signature": signature(SECRET, body), "Content-Type": "application/json"}
+        return httpx.post(f"http://127.0.0.1:{self.port}/jira-webhook", content=body, headers=headers, timeout=10)
+
+    def inbox_empty(self) -> bool:
+        return not list((self.env.root / "local" / "inbox").glob("*.json"))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.env.events() if e["event"] == name]
+
+    def local(self) -> dict[str, Any] | None:
+        path = self.env.root / "local" / f"{SLUG}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def portable(self) -> dict[str, Any]:
+        return json.loads((self.env.root / "portable" / f"{SLUG}.json").read_text())
+
+    def harness(self) -> FakeHarness:
+        session = (self.local() or {})["sessions"][REF]
+        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl")
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+
+
+@pytest.fixture
+def world(jira_env: LoopEnv, fake_jira: FakeJira) -> Iterator[World]:
+    socket = f"the-loop-test-{secrets.token_hex(6)}"
+    logs, work = jira_env.tmp / "harness-logs", jira_env.tmp / "work"
+    logs.mkdir()
+    work.mkdir()
+    port = free_port()
+    jira_env.env.update(
+        THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin",
+        THE_LOOP_DISABLE_PLUGINS="github",
+        FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
+        THE_LOOP_GH_WEBHOOK_SECRET="unused-github-secret",
+        THE_LOOP_JIRA_WEBHOOK_SECRET=SECRET,
+    )
+    config = base_config(
+        fake_jira,
+        routing={
+            "enabled": True,
+            "defaultHarness": "fake",
+            "spawnWorkdir": str(work),
+            "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+        },
+        webhook={"secretEnv": "THE_LOOP_JIRA_WEBHOOK_SECRET"},
+    )
+    config["polling"]["enabled"] = True
+    config["webhooks"] = {"ghWebhook": {"enabled": True, "port": port}}
+    jira_env.write_config(config)
+    world = World(jira_env, fake_jira, socket, logs, work, port)
+    yield world
+    if world.receiver is not None and world.receiver.poll() is None:
+        world.receiver.send_signal(signal.SIGTERM)
+        world.receiver.wait(timeout=30)
+    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+    kill_lock_holders(jira_env.root)
+
+
+def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: World, fake_jira: FakeJira) -> None:
+    fake_jira.add_comment("PROJ-12", "hello", "acc-x")
+    world.poll()  # E3: first sight baselines the thread
+    assert world.local() is None and world.portable()["poll"]["seenComments"]
+
+    # E4: an authorized start spawns the session in routing.spawnWorkdir
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
+    world.poll()
+    control = world.portable()["control"]
+    assert (control["command"], control["source"], control["actor"]) == ("start", "comment", "acc-ok")
+    assert world.tmux("has-session", "-t", TARGET).returncode == 0
+    assert world.local()["sessions"][REF]["cwd"] == str(world.work)  # type: ignore[index]
+    claims = json.loads((world.env.root / "local" / "control-deliveries.json").read_text())
+    assert claims == {"deliveries": ["jira-comment-jira.test-10012"]}
+    harness = world.harness()
+    harness.wait_ready(timeout=20)
+
+    # a Jira comment reaches the session
+    fake_jira.add_comment("PROJ-12", "please add a test for the widget", "acc-ok")
+    world.poll()
+    submitted = harness.wait_for_submitted(2, timeout=20)
+    assert "please add a test for the widget" in submitted[-1]
+
+    # E5: the same comment rung through the doorbell is not executed again — the inbox knows the key; and once
+    # the inbox has forgotten it (beyond routing.dedupCacheSize), the control claim still holds
+    world.start_receiver()
+    doorbell = {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": 10012}}
+    assert world.ring(doorbell).status_code == 202
+    wait_for(lambda: world.events("webhook.received") and world.inbox_empty(), timeout=20)
+    assert world.events("routing.dropped")[-1]["reason"] == "duplicate-delivery"
+    (world.env.root / "local" / "inbox" / "completed.jsonl").write_text("")
+    assert world.ring(doorbell).status_code == 202
+    wait_for(lambda: any(e["reason"] == "already-processed" for e in world.events("dispatch.dropped")), timeout=20)
+    assert len(world.events("control.command")) == 1
+    assert len(world.events("session.spawned")) <= 1 and len(harness.records("ready")) == 1
+
+    # E13: Done in Jira closes the session; nobody sent it, so cleanup is deferred
+    fake_jira.issues["PROJ-12"].category = "done"
+    world.receiver.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    world.receiver.wait(timeout=30)  # type: ignore[union-attr]
+    world.poll()
+    ended = world.portable()["ended"]
+    assert ended["source"] == "poll"
+    assert world.local()["sessions"][REF]["status"] == "closed"  # type: ignore[index]
+    deferred = world.events("cleanup.deferred")
+    assert deferred and deferred[-1]["reason"] == "no-actor"
+
+    # no credential anywhere in the trail
+    text = (world.env.root / "logs" / "events.jsonl").read_text()
+    assert TOKEN not in text and EMAIL not in text

@@ -1,0 +1,176 @@
+"""The Jira poll source through core's poll loop (J10-J12; E2, E3, E11, E16), real ``jira`` library, fake REST API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fake_jira import FakeJira
+from jira_fixtures import base_config
+
+from the_loop.interfaces import ServiceContext
+from the_loop.poller import run_cycle
+from the_loop.testing import LoopEnv
+from the_loop_jira.poll import JiraPollSource
+
+RECORD = "portable/jira-jira.test-PROJ-12.json"
+
+
+def cycle(config: Any) -> dict[str, Any]:
+    return run_cycle(ServiceContext(config=config, should_stop=lambda: False), [JiraPollSource(config)])
+
+
+def record(env: LoopEnv) -> dict[str, Any]:
+    return json.loads((env.root / RECORD).read_text())
+
+
+def inbox_keys(env: LoopEnv) -> list[str]:
+    directory = env.root / "local" / "inbox"
+    return sorted(json.loads(p.read_text())["key"] for p in directory.glob("*.json")) if directory.exists() else []
+
+
+def test_e2_search_jql_is_built_from_config_with_basic_auth(load: Any, fake_jira: FakeJira) -> None:
+    result = cycle(load())
+    searches = fake_jira.seen("GET", r"^/rest/api/3/search/jql$")
+    assert len(searches) == 1 and result["scopesPolled"] == 1 and result["itemsSeen"] == 1
+    assert searches[0].query["jql"] == (
+        'project = "PROJ" AND labels = "the-loop:auto-execute" AND statusCategory != Done ORDER BY updated DESC'
+    )
+    assert searches[0].headers["authorization"].startswith("Basic ")
+    assert not any("OPS" in r.query.get("jql", "") for r in fake_jira.requests)
+
+
+def test_a7_issue_381_every_arming_label_is_a_clause(load: Any, fake_jira: FakeJira) -> None:
+    config = base_config(fake_jira, routing={"autoExecuteLabels": ["the-loop: auto-execute", 'team "a"']})
+    cycle(load(config))
+    jql = fake_jira.seen("GET", "search/jql")[0].query["jql"]
+    assert 'labels = "the-loop:auto-execute" AND labels = "team-\\"a\\""' in jql
+    assert fake_jira.seen("GET", "comment") == []  # PROJ-12 lacks the second label: not listed
+
+
+def test_e3_first_sight_baselines_the_thread(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    first = fake_jira.add_comment("PROJ-12", "hello", "acc-x")
+    second = fake_jira.add_comment("PROJ-12", "anyone?", "acc-x")
+    result = cycle(load())
+    assert record(jira_env)["poll"]["seenComments"] == [first, second]
+    assert result["commentsForwarded"] == 0 and inbox_keys(jira_env) == []
+
+
+def test_new_comments_after_the_baseline_are_forwarded_once(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    config = load()
+    cycle(config)
+    comment = fake_jira.add_comment("PROJ-12", "please look at the tests", "acc-ok")
+    assert cycle(config)["commentsForwarded"] == 1
+    assert inbox_keys(jira_env) == [f"jira-comment-jira.test-{comment}"]
+    assert cycle(config)["commentsForwarded"] == 0
+    entry = json.loads(next((jira_env.root / "local" / "inbox").glob("*.json")).read_text())["entry"]["event"]
+    assert entry["excerpt"]["x-the-loop-provider"] == "jira"
+    assert entry["excerpt"]["comment"]["user"] == {"login": "acc-ok"}
+    assert entry["labels"] == ["the-loop:auto-execute", "the-loop: auto-execute"]
+    assert entry["shared_dedupe"] is True
+
+
+def test_first_sight_keeps_a_pending_control_comment(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    fake_jira.add_comment("PROJ-12", "old chatter", "acc-x")
+    start = fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok")
+    cycle(load())
+    assert inbox_keys(jira_env) == [f"jira-comment-jira.test-{start}"]
+
+
+def test_e8_self_comments_are_settled_and_relays_forwarded(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    config = load()
+    cycle(config)
+    relay = fake_jira.add_comment("PROJ-12", "the-loop pause\n\n[the-loop:relay]", "acc-bot")
+    fake_jira.add_comment("PROJ-12", "status update", "acc-bot")
+    typed = fake_jira.add_comment("PROJ-12", "the-loop pause\n\n[the-loop:relay]", "acc-x")
+    cycle(config)
+    assert inbox_keys(jira_env) == sorted([f"jira-comment-jira.test-{relay}", f"jira-comment-jira.test-{typed}"])
+    entries = [json.loads(p.read_text())["entry"]["event"] for p in (jira_env.root / "local/inbox").glob("*.json")]
+    actors = {e["dedupe_key"]: e["actor"] for e in entries}
+    assert actors[f"jira-comment-jira.test-{relay}"] == {"provider": "jira-relay", "id": "operator", "name": ""}
+    assert actors[f"jira-comment-jira.test-{typed}"]["provider"] == "jira"  # a typed marker grants nothing
+    settled = [e for e in jira_env.events() if e["event"] == "poll.comment_settled"]
+    assert [e["reason"] for e in settled] == ["self-authored"]
+
+
+def test_e16_a_failing_comment_page_leaves_the_cursor(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    config = load()
+    cycle(config)
+    before = record(jira_env)["poll"]["seenComments"]
+    for n in range(250):
+        fake_jira.add_comment("PROJ-12", f"comment {n}", "acc-x")
+    calls = {"n": 0}
+    original = fake_jira.answer
+
+    def second_page_fails(request: Any) -> Any:
+        if request.path.endswith("/comment") and request.query.get("startAt") == "100":
+            calls["n"] += 1
+            return 503, {"errorMessages": ["busy"]}
+        return original(request)
+
+    fake_jira.answer = second_page_fails  # type: ignore[method-assign]  # page 1 answers, page 2 fails
+    result = cycle(config)
+    assert calls["n"] >= 1 and result["failures"] == 1
+    errors = [e for e in jira_env.events() if e["event"] == "poll.item_error"]
+    assert errors and errors[-1]["will_retry"] is True and "503" in errors[-1]["error"]
+    assert record(jira_env)["poll"]["seenComments"] == before
+    assert inbox_keys(jira_env) == []
+
+
+def test_j11_a_failing_search_is_one_failed_scope(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    config = base_config(fake_jira)
+    config["polling"]["sources"] = [{"provider": "jira", "projects": ["PROJ", "OPS", "NOPE"]}]
+    fake_jira.fail("GET", "search/jql", 500)
+    result = cycle(load(config))
+    scopes = {entry["scope"]: entry for entry in result["scopesFailed"]}
+    assert set(scopes) == {"jira:jira.test/PROJ", "jira:jira.test/OPS", "jira:jira.test/NOPE"}
+    assert "mirror-only" in scopes["jira:jira.test/OPS"]["error"] and scopes["jira:jira.test/OPS"]["permanent"]
+    assert "500" in scopes["jira:jira.test/PROJ"]["error"]
+    assert len(fake_jira.seen("GET", "search")) == 1  # OPS and NOPE failed preflight: nothing sent for them
+    assert [e["event"] for e in jira_env.events()].count("poll.scope_error") == 3
+
+
+def test_e11_missing_token_fails_the_cycle_naming_it(
+    load: Any, fake_jira: FakeJira, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = load()
+    monkeypatch.delenv("JIRA_API_TOKEN")
+    result = cycle(config)
+    assert result["errors"] == 1 and "JIRA_API_TOKEN" in result["scopesFailed"][0]["error"]
+    assert fake_jira.requests == []
+
+
+def test_data_center_search_pages_by_start_at(load: Any, fake_jira: FakeJira) -> None:
+    for n in range(13, 13 + 120):
+        fake_jira.add_issue(f"PROJ-{n}", labels=["the-loop:auto-execute"])
+    source = JiraPollSource(load(deployment="data-center"))
+    issues = source.client.search("PROJ", ["the-loop: auto-execute"])
+    searches = fake_jira.seen("GET", r"^/rest/api/2/search$")
+    assert len(issues) == 121 and [s.query["startAt"] for s in searches] == ["0", "100"]
+
+
+def test_e15_a_mirror_ticket_never_arms(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    fake_jira.add_issue("PROJ-13", labels=["the-loop:auto-execute", "the-loop-mirror"])
+    fake_jira.add_comment("PROJ-13", "the-loop start", "acc-ok")
+    cycle(load())
+    refused = [e for e in jira_env.events() if e["event"] == "arm.refused"]
+    assert [(e["reason"], e["work_item"]) for e in refused] == [("mirror", "jira:jira.test/PROJ-13")]
+    assert inbox_keys(jira_env) == []
+    assert not (jira_env.root / "local" / "jira-jira.test-PROJ-13.json").exists()
+
+
+def test_e11_a_500_echoing_headers_leaves_no_credential_in_the_trail(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    import base64
+
+    from jira_fixtures import EMAIL, TOKEN
+
+    fake_jira.fail("GET", "search/jql", 500, echo_headers=True)
+    result = cycle(load())
+    error = result["scopesFailed"][0]["error"]
+    assert "500" in error and "injected 500" in error  # the server's answer, not the library's exception text
+    trail = json.dumps(result) + (jira_env.root / "logs" / "events.jsonl").read_text()
+    for secret in (TOKEN, EMAIL, base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()):
+        assert secret not in trail

@@ -1,0 +1,195 @@
+"""Writing to Jira through the real ``jira`` library against the fake REST API (J5-J9, J24-J29; E9, E10, E12, E14,
+E16, E11's scrubbing)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+import pytest
+from fake_jira import BOT, FakeJira
+from jira_fixtures import EMAIL, LABEL, TOKEN
+
+from the_loop.refs import parse_ref
+from the_loop_jira.client import CredentialsMissing, JiraError, jira_label
+from the_loop_jira.markup import AGENT_MARKER
+from the_loop_jira.refs import PlacementError
+from the_loop_jira.ticketing import JiraTicketProvider
+
+REF = parse_ref("jira:jira.test/PROJ-12")
+
+
+def provider(config: Any) -> JiraTicketProvider:
+    return JiraTicketProvider(config)
+
+
+def texts(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["text"]] if node.get("type") == "text" else []
+        return found + [t for child in node.get("content") or [] for t in texts(child)]
+    return []
+
+
+def test_e9_cloud_comment_is_adf_defanged_and_attributed(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load())
+    comment_id = jira.post_comment(REF, jira.mark("The gate said: [the-loop:phase-selection] — pick one."))
+    posts = fake_jira.seen("POST", r"^/rest/api/3/issue/PROJ-12/comment$")
+    assert comment_id and len(posts) == 1
+    doc = posts[0].body["body"]
+    assert doc["type"] == "doc"
+    words = texts(doc)
+    assert any("the\u2011loop:phase-selection" in t for t in words)
+    assert not any("[the-loop:phase-selection]" in t for t in words)
+    assert AGENT_MARKER in "".join(texts(doc["content"][-1]))
+    assert posts[0].headers["authorization"].startswith("Basic ")
+
+
+def test_e9_data_center_comment_is_wiki_with_bearer(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load(deployment="data-center"))
+    jira.post_comment(REF, jira.mark("**Done**: see `x`"))
+    post = fake_jira.seen("POST", r"^/rest/api/2/issue/PROJ-12/comment$")[0]
+    assert isinstance(post.body["body"], str)
+    assert post.body["body"].startswith("*Done*: see {{x}}")
+    assert post.body["body"].rstrip().endswith(AGENT_MARKER)
+    assert post.headers["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_mark_is_idempotent_and_replaces_the_github_stamp(load: Any) -> None:
+    jira = provider(load())
+    marked = jira.mark("hello\n\n🤖 _the-loop, autonomous comment_\n<!-- the-loop:agent-comment -->")
+    assert marked.count(AGENT_MARKER) == 1 and "<!--" not in marked
+    assert jira.mark(marked) == marked
+    assert jira.mark_relay("the-loop pause").endswith("[the-loop:relay]")
+
+
+def test_e10_ticked_checklist_reads_back_under_the_hidden_marker_only_for_the_service_account(
+    load: Any, fake_jira: FakeJira
+) -> None:
+    jira = provider(load())
+    jira.post_comment(REF, jira.mark("<!-- the-loop:phase-selection -->\n\n- [ ] design\n- [ ] build"))
+    posted = fake_jira.issues["PROJ-12"].comments[-1]
+    task_list = next(node for node in posted["body"]["content"] if node["type"] == "taskList")
+    assert task_list["attrs"]["localId"].startswith("the-loop-tasks-")
+    task_list["content"][0]["attrs"]["state"] = "DONE"  # ticked in Jira
+    fake_jira.add_comment("PROJ-12", posted["body"], "acc-x")  # the same body by someone else
+    comments = jira.client.comments(REF)
+    mine, theirs = comments[-2], comments[-1]
+    assert mine.is_self and mine.body_md.startswith("<!-- the-loop:phase-selection -->")
+    assert "- [x] design" in mine.body_md and "- [ ] build" in mine.body_md
+    assert theirs.body_md.startswith("[the-loop:phase-selection]")
+
+
+def test_e14_labels_are_added_in_jira_safe_form_in_one_put(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load())
+    absent = jira.set_labels(REF, add=["the-loop: auto-execute", "team a"])
+    puts = [r for r in fake_jira.requests if r.method == "PUT"]
+    assert absent == [] and len(puts) == 1
+    assert puts[0].path == f"/rest/api/3/issue/{fake_jira.issues['PROJ-12'].id}"  # the issue's `self` URL
+    assert puts[0].body == {"update": {"labels": [{"add": "the-loop:auto-execute"}, {"add": "team-a"}]}}
+    assert jira.set_labels(REF, remove=["nope"]) == ["nope"]
+
+
+def test_jira_label_is_idempotent_and_refuses_empty() -> None:
+    assert jira_label("the-loop: auto-execute") == "the-loop:auto-execute"
+    assert jira_label(jira_label(" team  a ")) == "team-a"
+    with pytest.raises(Exception, match="no Jira-safe form"):
+        jira_label("   ")
+
+
+def test_labels_carry_both_spellings(load: Any) -> None:
+    assert provider(load()).labels(REF) == [LABEL, "the-loop: auto-execute"]
+
+
+def test_e16_two_done_transitions_without_close_transition_list_both_and_post_nothing(
+    load: Any, fake_jira: FakeJira
+) -> None:
+    fake_jira.issues["PROJ-12"].transitions.append(
+        {"id": "41", "name": "Won't do", "to": {"name": "Rejected", "statusCategory": {"key": "done"}}}
+    )
+    jira = provider(load())
+    with pytest.raises(JiraError, match=r"Done.*Won't do") as caught:
+        jira.close(REF)
+    assert "nothing was transitioned" in str(caught.value)
+    assert fake_jira.seen("POST", "transitions") == []
+
+
+def test_close_uses_the_configured_transition_case_insensitively(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load(closeTransition="done"))
+    assert jira.close(REF) == "Done"
+    assert fake_jira.seen("POST", "transitions")[0].body == {"transition": {"id": "31"}}
+    assert jira.item_state(REF) == "closed"
+
+
+def test_e12_unplaced_refs_send_nothing(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load())
+    for text in ("jira:evil.example/PROJ-1", "jira:jira.test/ABC-1"):
+        with pytest.raises(PlacementError, match="nothing was sent"):
+            jira.post_comment(parse_ref(text), "hello")
+    assert fake_jira.requests == []
+
+
+def test_item_state_and_moved_ticket(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load())
+    assert jira.item_state(REF) == "open"
+    assert jira.item_state(parse_ref("jira:jira.test/PROJ-99")) == "missing"
+    fake_jira.moved["PROJ-12"] = "PROJ-77"
+    fake_jira.issues["PROJ-77"] = fake_jira.issues.pop("PROJ-12")
+    fake_jira.issues["PROJ-77"].key = "PROJ-77"
+    assert jira.item_state(REF) == "missing"
+
+
+def test_e11_missing_token_names_the_variable(load: Any, monkeypatch: pytest.MonkeyPatch, fake_jira: FakeJira) -> None:
+    jira = provider(load())
+    monkeypatch.delenv("JIRA_API_TOKEN")
+    with pytest.raises(CredentialsMissing, match="JIRA_API_TOKEN"):
+        jira.post_comment(REF, "x")
+    assert fake_jira.requests == []
+
+
+def test_credentials_are_read_at_call_time(load: Any, monkeypatch: pytest.MonkeyPatch, fake_jira: FakeJira) -> None:
+    jira = provider(load())
+    jira.labels(REF)
+    monkeypatch.setenv("JIRA_API_TOKEN", "rotated-token-123")
+    jira.labels(REF)
+    first, second = (r.headers["authorization"] for r in fake_jira.requests[-2:])
+    assert first != second
+    assert second == "Basic " + base64.b64encode(f"{EMAIL}:rotated-token-123".encode()).decode()
+
+
+def test_e11_failing_call_leaks_no_credential(
+    load: Any, fake_jira: FakeJira, caplog: pytest.LogCaptureFixture, jira_env: Any
+) -> None:
+    config = load()
+    jira = provider(config)
+    fake_jira.fail("POST", "comment", 500, echo_headers=True)
+    fake_jira.fail("GET", "issue/PROJ-12$", 401, echo_headers=True)
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(JiraError) as posted:
+        jira.post_comment(REF, "hello")
+    with pytest.raises(JiraError) as read:
+        jira.client.issue(REF)
+    assert posted.value.status == 500 and read.value.status == 401
+    pair = base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
+    from the_loop import events
+
+    events.emit("poll.item_error", work_item=str(REF), error=str(posted.value))
+    log_file = (jira_env.root / "logs" / "events.jsonl").read_text()
+    for text in (str(posted.value), str(read.value), caplog.text, log_file, json.dumps(caplog.messages)):
+        for secret in (TOKEN, EMAIL, pair, "Basic " + pair):
+            assert secret not in text
+    assert "injected 500" in str(posted.value)
+    assert BOT  # the fake's service account exists
+
+
+def test_j8_library_loggers_are_scrubbed(load: Any, caplog: pytest.LogCaptureFixture) -> None:
+    jira = provider(load())
+    jira.client.credentials()  # the client now knows which values to scrub
+    pair = base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("jira").warning("headers %s", {"Authorization": f"Basic {pair}"})
+    logging.getLogger("jira.resilientsession").debug("JIRA(basic_auth=(%r, %r)) token_auth=%s", EMAIL, TOKEN, TOKEN)
+    logging.getLogger("jira").error("user %s", EMAIL)
+    assert caplog.records and all(secret not in caplog.text for secret in (TOKEN, EMAIL, pair))
+    assert "[redacted]" in caplog.text

@@ -1,0 +1,141 @@
+"""The signed Jira doorbell (J21-J23; E6, E7, moved tickets), called as core's server calls a route."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fake_jira import FakeJira
+from jira_fixtures import SECRET
+
+from the_loop.models import InboundEvent
+from the_loop.router import Router
+from the_loop.testing import LoopEnv
+from the_loop_jira.webhook import JiraWebhook, signature
+
+
+@pytest.fixture
+def hook(load: Any, monkeypatch: pytest.MonkeyPatch) -> JiraWebhook:
+    monkeypatch.setenv("THE_LOOP_JIRA_WEBHOOK_SECRET", SECRET)
+    return JiraWebhook(load(webhook={"secretEnv": "THE_LOOP_JIRA_WEBHOOK_SECRET"}))
+
+
+def ring(hook: JiraWebhook, payload: dict[str, Any], *, sign: str | None = None, guid: str = "g-1") -> Any:
+    body = json.dumps(payload).encode()
+    headers = {"X-Atlassian-Webhook-Identifier": guid, "X-Hub-Signature": sign or signature(SECRET, body)}
+    return hook.handle(headers, body)
+
+
+def inbox(env: LoopEnv) -> list[dict[str, Any]]:
+    directory = env.root / "local" / "inbox"
+    return [json.loads(p.read_text())["entry"]["event"] for p in sorted(directory.glob("*.json"))]
+
+
+def comment_created(comment_id: Any, key: str = "PROJ-12", **claims: Any) -> dict[str, Any]:
+    return {"webhookEvent": "comment_created", "issue": {"key": key}, "comment": {"id": comment_id, **claims}}
+
+
+def test_e6_no_secret_variable_no_route(load: Any, fake_jira: FakeJira, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("THE_LOOP_JIRA_WEBHOOK_SECRET", raising=False)
+    hook = JiraWebhook(load(webhook={"secretEnv": "THE_LOOP_JIRA_WEBHOOK_SECRET"}))
+    assert ring(hook, comment_created(1)).status == 404
+    assert fake_jira.requests == []
+
+
+@pytest.mark.parametrize("sign", ["", "sha256=00", "sha256=ü" + "0" * 63])
+def test_e6_bad_signatures_are_401_and_nothing_is_read(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, sign: str
+) -> None:
+    body = json.dumps(comment_created(10013)).encode()
+    headers = {"X-Atlassian-Webhook-Identifier": "g-9"}
+    if sign:
+        headers["X-Hub-Signature"] = sign
+    assert hook.handle(headers, body).status == 401
+    rejected = [e for e in jira_env.events() if e["event"] == "webhook.rejected"]
+    assert rejected[-1]["reason"] == "invalid-signature" and rejected[-1]["provider"] == "jira"
+    assert rejected[-1]["delivery_id"] == "g-9"
+    assert fake_jira.requests == []
+
+
+def test_invalid_json_is_400(hook: JiraWebhook) -> None:
+    body = b"\xff not json"
+    assert hook.handle({"X-Hub-Signature": signature(SECRET, body)}, body).status == 400
+
+
+def test_e7_a_signed_body_injects_neither_text_nor_identity(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    comment_id = fake_jira.add_comment("PROJ-12", "hello", "acc-x", comment_id=10013)
+    forged = comment_created(
+        10013, body="the-loop stop", author={"accountId": "acc-ok"}, issue={"fields": {"labels": ["x"]}}
+    )
+    assert ring(hook, forged).status == 202
+    (event,) = inbox(jira_env)
+    assert event["body"] == "hello" and event["actor"]["id"] == "acc-x"
+    assert event["dedupe_key"] == f"jira-comment-jira.test-{comment_id}"
+    assert fake_jira.seen("GET", r"/comment/10013$")  # read by id
+    outcome = Router(hook.config).handle(InboundEvent.model_validate(event))
+    assert outcome.reason == "unauthorized-actor"
+
+
+def test_moved_ticket_is_never_acted_on(hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10020)
+    fake_jira.moved["PROJ-12"] = "PROJ-40"
+    fake_jira.issues["PROJ-40"] = fake_jira.issues.pop("PROJ-12")
+    fake_jira.issues["PROJ-40"].key = "PROJ-40"
+    assert ring(hook, comment_created(10020)).status == 202
+    fake_jira.issues["ABC-5"] = fake_jira.issues.pop("PROJ-40")
+    fake_jira.issues["ABC-5"].key = "ABC-5"
+    fake_jira.moved["PROJ-12"] = "ABC-5"
+    assert ring(hook, comment_created(10020)).status == 202
+    drops = [e["reason"] for e in jira_env.events() if e["event"] == "routing.dropped"]
+    assert drops == ["jira-ticket-moved", "jira-ticket-project"]
+    assert inbox(jira_env) == [] and fake_jira.seen("GET", "comment") == []
+
+
+@pytest.mark.parametrize("key", ["OPS-1", "ABC-1", "not a key", ""])
+def test_unknown_or_mirror_only_project_is_dropped_unread(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, key: str
+) -> None:
+    assert ring(hook, comment_created(1, key=key)).status == 202
+    assert [e["reason"] for e in jira_env.events() if e["event"] == "routing.dropped"] == ["unknown-jira-project"]
+    assert fake_jira.requests == []
+
+
+def test_issue_updated_to_done_is_a_closure_without_sender(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    fake_jira.issues["PROJ-12"].category = "done"
+    assert ring(hook, {"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}).status == 202
+    (event,) = inbox(jira_env)
+    assert event["kind"] == "closed" and event["actor"] is None
+    assert event["dedupe_key"] == "jira-close-jira:jira.test/PROJ-12-closed"
+
+
+def test_self_comment_rung_is_settled(hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    fake_jira.add_comment("PROJ-12", "done\n\n🤖 the-loop [the-loop:agent-comment]", "acc-bot", comment_id=10030)
+    assert ring(hook, comment_created("10030")).status == 202
+    assert inbox(jira_env) == []
+    assert [e["reason"] for e in jira_env.events() if e["event"] == "poll.comment_settled"] == ["self-authored"]
+
+
+def test_j23_issue_updated_on_an_armed_started_ticket_is_presence(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    from the_loop import control
+    from the_loop.refs import parse_ref
+
+    updated = {"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}
+    assert ring(hook, updated).status == 202
+    assert inbox(jira_env) == []  # armed but never started: ignored
+    control.record(hook.config, parse_ref("jira:jira.test/PROJ-12"), "start", source="comment", actor="acc-ok")
+    assert ring(hook, updated).status == 202
+    (event,) = inbox(jira_env)
+    assert (event["event"], event["action"]) == ("issues", "labeled")
+    assert event["dedupe_key"].startswith("jira-presence-jira:jira.test/PROJ-12-")
+
+
+def test_other_webhook_events_are_ignored_unread(hook: JiraWebhook, fake_jira: FakeJira) -> None:
+    assert ring(hook, {"webhookEvent": "worklog_updated", "issue": {"key": "PROJ-12"}}).status == 202
+    assert fake_jira.requests == []
