@@ -32,8 +32,8 @@ from pathlib import Path
 
 import httpx
 
+from the_loop.signing import signature
 from the_loop.testing import free_port
-from the_loop_github.webhook import signature
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = ROOT / "plugins" / "github" / "tests" / "payloads" / "issue_comment.created.json"

@@ -127,6 +127,20 @@ def test_problems_refuse_before_locking(env: LoopEnv) -> None:
     assert failed and "polling.sources" in failed[0]["problems"][0]
 
 
+def test_the_receiver_refuses_without_a_route_or_with_a_route_missing_its_secret(loop_env: LoopEnv) -> None:
+    env = loop_env  # no test plugin: its echo route would count as a route
+    env.write_config(f"{DISABLED}webhooks: {{ghWebhook: {{enabled: true, port: {free_port()}}}}}\n")
+    # the GitHub route's own check: its secret variable is unset and unsigned deliveries are not allowed
+    result = env.run("daemon", "run", "gh-webhook", timeout=20)
+    assert result.returncode == 1
+    assert "THE_LOOP_GH_WEBHOOK_SECRET is not set (webhooks.ghWebhook.secretEnv" in result.stderr
+    # no plugin adds a route: the receiver would serve nothing, and says what to install
+    result = env.run("daemon", "run", "gh-webhook", timeout=20, THE_LOOP_DISABLE_PLUGINS="github")
+    assert result.returncode == 1
+    assert "no webhook route is installed" in result.stderr
+    assert not (env.root / "gh-webhook.pid").exists()
+
+
 def test_disabled_service_is_refused(env: LoopEnv) -> None:
     env.write_config(DISABLED)
     result = env.run("daemon", "run", "poller", "--once")

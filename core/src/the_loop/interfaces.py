@@ -9,7 +9,7 @@ or any client library, so the CLI can build ``--help`` from declarations alone.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -22,11 +22,14 @@ __all__ = [
     "Attribute",
     "Capabilities",
     "Channel",
+    "ChannelError",
+    "ChannelMessage",
     "CommandSpec",
     "ConfigSection",
     "EventType",
     "GeneratedPath",
     "HarnessAdapter",
+    "InboundMessage",
     "Launch",
     "Listener",
     "PollSource",
@@ -144,6 +147,11 @@ class WebhookIngress(abc.ABC):
     def handle(self, headers: Mapping[str, str], body: bytes) -> WebhookResponse:
         """Answer one request. Called on a worker thread; must not raise for bad input (answer 4xx instead)."""
 
+    def problems(self) -> list[str]:
+        """What stops this route from serving (a missing secret): the receiver refuses to start on any, and
+        ``status`` / ``config validate`` show them. Cheap and side-effect free; names env vars, never values."""
+        return []
+
 
 class PollSource(abc.ABC):
     """A poll ingress: one cycle over its scopes yields events, closures and scope health."""
@@ -196,6 +204,17 @@ class TicketProvider(abc.ABC):
     @abc.abstractmethod
     def labels(self, ref: WorkItemRef) -> list[str]: ...
 
+    def delivered_items(self, ref: WorkItemRef) -> list[WorkItemRef] | None:
+        """The work items the pull request ``ref`` closes, as the tracker itself records them (GitHub's closing
+        references); None when unknown or not applicable — the router then relies on the event's own linkage."""
+        return None
+
+    def code_repository(self, ref: WorkItemRef) -> str | None:
+        """``[HOST/]OWNER/REPO`` where a key-form ref's code lives (Jira: the project's mapped repository), checked
+        out for its session when workspaces are on; None when the tracker maps none (the session runs in
+        ``routing.spawnWorkdir``). Repository-form refs name their own and are never asked."""
+        return None
+
     def react(self, ack: Mapping[str, str], reaction: str) -> None:
         """Put ``reaction`` (``eyes``, ``hooray``, …) on the object ``ack`` names (an event's ``ack``); best-effort,
         may raise. Trackers without reactions do nothing."""
@@ -213,8 +232,51 @@ class TicketProvider(abc.ABC):
 # ------------------------------------------------------------------------------------------------ channel
 
 
+class ChannelError(Exception):
+    """A channel call that failed. ``retry_after`` (seconds) is the platform's own wait (HTTP 429 ``Retry-After``),
+    honoured by the undelivered queue."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class ChannelMessage:
+    """One work-item event to post (``comment.agent``, ``session.awaiting_input``, ``work-item.closed`` …).
+    ``max_chars`` is the channel's own limit, already resolved; the channel renders within it."""
+
+    event_type: str
+    work_item: str
+    text: str = ""
+    url: str = ""
+    actor: str = ""
+    max_chars: int = 1500
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """One message read from a conversation, in the platform's own ids. ``thread_id`` is the root's id (a bound
+    conversation) or the message's own for a top-level one; ``subtype`` is empty for a plain message."""
+
+    channel_id: str
+    thread_id: str
+    message_id: str
+    author_id: str
+    text: str
+    is_bot: bool = False
+    subtype: str = ""
+
+
 class Channel(abc.ABC):
-    """A conversation surface (Slack). Core owns bindings, cursors, the outbox and authorization."""
+    """A conversation surface (Slack, Teams, Discord): one conversation per work item beside its ticket.
+
+    The channel owns only its transport, rendering and the platform's identities. Core owns the rest: the binding
+    (``channels.<name>`` of the portable record, decided under a lock so one work item never gets two roots), read
+    cursors, the undelivered queue, authorization (``routing.authorizedUsers[].<name>``), the ticket mirror and
+    delivery. Methods other than :meth:`open_conversation` and :meth:`publish` are optional: a channel that cannot
+    read leaves them as they are. Credentials are read from the environment at call time, never stored.
+    """
 
     name: ClassVar[str]
 
@@ -226,17 +288,65 @@ class Channel(abc.ABC):
         """Whether ``config`` turns this channel on (a channel that is installed is not necessarily used)."""
         return False
 
+    def subscribed(self) -> Collection[str]:
+        """The event types this channel posts (its ``subscribe`` setting)."""
+        return ()
+
+    def max_chars(self) -> int:
+        """The longest text one post may carry."""
+        return 1500
+
     @abc.abstractmethod
     def open_conversation(self, ref: WorkItemRef, title: str) -> Mapping[str, Any]:
-        """Open the work item's conversation and return its binding (channel id, thread, permalink)."""
+        """Post the work item's root message and return its binding: ``channel`` (id), ``thread`` (the root's
+        id) and, when known, ``permalink``. Raise :class:`ChannelError` when no root was made. Core calls this
+        under the binding lock and only for an unbound item."""
 
     @abc.abstractmethod
-    def publish(self, binding: Mapping[str, Any], text: str) -> None:
-        """Post ``text`` into a bound conversation; raise to leave it for the undelivered queue."""
+    def publish(self, binding: Mapping[str, Any], message: ChannelMessage) -> None:
+        """Post ``message`` as a reply in the bound conversation; raise :class:`ChannelError` to leave it for the
+        undelivered queue. Never opens a second root."""
 
-    @abc.abstractmethod
     def health(self) -> str:
         """One line saying whether the channel is usable (never a secret)."""
+        return "ok"
+
+    # ----------------------------------------------------------------------------------- reading (optional)
+
+    def read_mode(self) -> Literal["poll", "socket", "off"]:
+        """How replies are read: ``poll`` (core's reader thread), ``socket`` (a listener service) or ``off``."""
+        return "off"
+
+    def read_interval(self) -> float:
+        """Seconds between two poll reads."""
+        return 30.0
+
+    def catch_up_interval(self) -> float:
+        """Seconds between a listener's catch-up reads (0: only when it connects)."""
+        return 0.0
+
+    def granted(self) -> Collection[str]:
+        """What a reply may do (its ``publish`` grants): ``work-item.reply``, ``control.command`` …"""
+        return ("work-item.reply",)
+
+    def bot_identity(self) -> str:
+        """The channel's own member id (its messages are dropped first), "" when unknown."""
+        return ""
+
+    def read_replies(self, binding: Mapping[str, Any], after: str) -> list[InboundMessage]:
+        """Every reply in the bound conversation newer than message id ``after`` ("" = from the root), oldest
+        first, following every page. Raise :class:`ChannelError` to skip the conversation this cycle."""
+        return []
+
+    def listen(self, sink: Callable[[InboundMessage], str], should_stop: Callable[[], bool]) -> None:
+        """Receive messages as they are written until ``should_stop()``. Each goes to ``sink`` (core's claim)
+        first, and the platform's delivery is acknowledged after it returned, or raised; it answers
+        ``claim-failed`` when nothing was stored, and that delivery is then left unacknowledged for a retry."""
+        raise ChannelError(f"{self.name} cannot listen")
+
+    def acknowledge(self, message: InboundMessage, state: Literal["received", "completed", "error"]) -> None:
+        """Show the writer how their message fared (a reaction); best-effort, may raise."""
+        return None
 
 
 # ---------------------------------------------------------------------------------------- harness adapter

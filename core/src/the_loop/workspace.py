@@ -8,7 +8,8 @@ repository gets a checkout of its own under the root:
   at ``origin/<default branch>`` (the harness makes its own branch);
 - strategy ``clone``: a full clone per work item, ``<root>/.work-items/<slug>/<host>/<owner>/<repo>``.
 
-An existing checkout is reused. Key-form refs (Jira) name no repository: their sessions run in ``spawnWorkdir``.
+An existing checkout is reused. Key-form refs (Jira) name no repository: their tracker's provider may map one
+(``TicketProvider.code_repository``), else their sessions run in ``spawnWorkdir``.
 Every path part comes from a ref and is checked before it reaches a path or an argv. Removing a checkout never raises
 and never touches the shared clone, which serves every work item of the repository.
 
@@ -86,13 +87,32 @@ def _part(value: str, what: str) -> str:
     return value
 
 
-def _repo(config: LoadedConfig, ref: WorkItemRef) -> _Repo | None:
-    """The repository a ref names, each part checked; None for a key-form ref (no repository)."""
-    if ref.key_form:
+def _mapped_repository(config: LoadedConfig, ref: WorkItemRef) -> tuple[str, str, str] | None:
+    """A key-form ref's code repository as its provider maps it (host, owner, repo); None when unmapped."""
+    from the_loop.plugins import get_host
+
+    provider_cls = get_host().ticket_providers().get(ref.provider)
+    mapped = provider_cls(config).code_repository(ref) if provider_cls is not None else None
+    if not mapped:
         return None
-    repo = ref.repo[:-4] if ref.repo.endswith(".git") else ref.repo
-    host = ref.host or config.core.routing.workspace.default_host
-    return _Repo(_part(host, "host"), _part(ref.owner, "owner"), _part(repo, "repository"))
+    parts = mapped.split("/")
+    if len(parts) not in (2, 3):
+        raise WorkspaceError(f"{ref} maps to {mapped!r}, not [HOST/]OWNER/REPO", transient=False)
+    return ("" if len(parts) == 2 else parts[0], parts[-2], parts[-1])
+
+
+def _repo(config: LoadedConfig, ref: WorkItemRef) -> _Repo | None:
+    """The repository a ref names (or, key-form, its provider maps), each part checked; None when there is none."""
+    if ref.key_form:
+        mapped = _mapped_repository(config, ref)
+        if mapped is None:
+            return None
+        host, owner, repo = mapped
+    else:
+        host, owner, repo = ref.host, ref.owner, ref.repo
+    repo = repo[:-4] if repo.endswith(".git") else repo
+    host = host or config.core.routing.workspace.default_host
+    return _Repo(_part(host, "host"), _part(owner, "owner"), _part(repo, "repository"))
 
 
 def _paths(config: LoadedConfig, ref: WorkItemRef, repo: _Repo) -> dict[str, Path]:
@@ -202,11 +222,11 @@ def _fetch_branch(config: LoadedConfig, clone: Path, branch: str, warnings: list
 
 
 def spawn_cwd(config: LoadedConfig, ref: WorkItemRef) -> Checkout:
-    """Where a first spawn of ``ref`` runs: its checkout when a workspace root is set and the ref names a repository,
-    else ``routing.spawnWorkdir``. Raises :class:`WorkspaceError`."""
+    """Where a first spawn of ``ref`` runs: its checkout when a workspace root is set and the ref names (or maps to)
+    a repository, else ``routing.spawnWorkdir``. Raises :class:`WorkspaceError`."""
     from the_loop.harness import spawn_workdir
 
-    if not enabled(config) or ref.key_form:
+    if not enabled(config) or _repo(config, ref) is None:
         return Checkout(spawn_workdir(config), "workdir")
     return prepare(config, ref)
 

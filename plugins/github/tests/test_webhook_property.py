@@ -12,8 +12,8 @@ import gh_payloads as g
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from the_loop.signing import signature
 from the_loop_github.normalize import DEFAULT_EVENTS
-from the_loop_github.webhook import signature
 
 if TYPE_CHECKING:
     from conftest import Receiver

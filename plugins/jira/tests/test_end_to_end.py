@@ -22,8 +22,8 @@ from fake_jira import FakeJira
 from jira_fixtures import EMAIL, SECRET, TOKEN, base_config
 
 from the_loop.fake_harness import FakeHarness
+from the_loop.signing import signature
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
-from the_loop_jira.webhook import signature
 
 REF = "jira:jira.test/PROJ-12"
 SLUG = "jira-jira.test-PROJ-12"
@@ -90,7 +90,6 @@ def world(jira_env: LoopEnv, fake_jira: FakeJira) -> Iterator[World]:
         THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin",
         THE_LOOP_DISABLE_PLUGINS="github",
         FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
-        THE_LOOP_GH_WEBHOOK_SECRET="unused-github-secret",
         THE_LOOP_JIRA_WEBHOOK_SECRET=SECRET,
     )
     config = base_config(

@@ -11,8 +11,9 @@ from jira_fixtures import SECRET
 
 from the_loop.models import InboundEvent
 from the_loop.router import Router
+from the_loop.signing import signature
 from the_loop.testing import LoopEnv
-from the_loop_jira.webhook import JiraWebhook, signature
+from the_loop_jira.webhook import JiraWebhook
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from the_loop import hookimpl
-from the_loop.interfaces import Attribute, EventType, GeneratedPath, PollSource, ServiceSpec
+from the_loop.interfaces import Attribute, EventType, GeneratedPath, PollSource, ServiceSpec, WebhookIngress
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -54,14 +53,13 @@ def harness_problems(config: LoadedConfig) -> list[str]:
 
 
 def webhook_problems(config: LoadedConfig) -> list[str]:
-    hook = config.core.webhooks.gh_webhook
-    problems = []
-    if not hook.allow_unsigned and not os.environ.get(hook.secret_env):
-        problems.append(
-            f"{hook.secret_env} is not set (webhooks.ghWebhook.secretEnv; unsigned deliveries are refused "
-            "unless webhooks.ghWebhook.allowUnsigned: true)"
-        )
-    return problems + routing_problems(config)
+    """The receiver's: each installed route's own (its secret), or none installed at all."""
+    from the_loop.plugins import get_host
+
+    routes = [i for i in get_host().ingresses(config) if isinstance(i, WebhookIngress)]
+    if not routes:
+        return ["no webhook route is installed (pip install 'the-loop[github]' or 'the-loop[jira]')"]
+    return [problem for route in routes for problem in route.problems()] + routing_problems(config)
 
 
 def poller_problems(config: LoadedConfig) -> list[str]:
@@ -70,13 +68,17 @@ def poller_problems(config: LoadedConfig) -> list[str]:
     polling = config.core.polling
     if not polling.sources:
         return ["polling.sources is empty: name at least one source (provider and scopes)"]
-    installed = {i.name for i in get_host().ingresses(config) if isinstance(i, PollSource)}
+    sources = {i.name: i for i in get_host().ingresses(config) if isinstance(i, PollSource)}
+    installed = set(sources)
     problems = [
         f"polling.sources[{index}].provider: {source.provider!r} has no installed poll source "
         f"(installed: {', '.join(sorted(installed)) or 'none'})"
         for index, source in enumerate(polling.sources)
         if source.provider not in installed
     ]
+    for name in dict.fromkeys(source.provider for source in polling.sources):  # a token, repositories … (B R4)
+        check = getattr(sources.get(name), "check_dependencies", None)
+        problems += list(check()) if callable(check) else []
     return problems + routing_problems(config)
 
 

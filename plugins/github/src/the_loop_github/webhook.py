@@ -10,8 +10,6 @@ retry them. Routing happens later, off the request path; nothing here touches tm
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -21,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from the_loop import events
 from the_loop.inbox import Inbox
 from the_loop.interfaces import WebhookIngress, WebhookResponse
+from the_loop.signing import signed_by
 from the_loop.state import StateError
 from the_loop_github.normalize import Drop, normalize
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
-__all__ = ["GitHubWebhook", "signature"]
+__all__ = ["GitHubWebhook"]
 
 SIGNATURE_HEADER = "x-hub-signature-256"
 EVENT_HEADER = "x-github-event"
@@ -37,11 +36,6 @@ _UNPRINTABLE = re.compile(r"[^\x21-\x7e]")  # header values are logged before th
 # A JSON escape of a lone surrogate decodes into a str that cannot be written back as UTF-8.
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 DROP_LEVELS = {"forged-provider": "warning", "disabled-event": "debug", "ignored-action": "debug"}
-
-
-def signature(secret: str, body: bytes) -> str:
-    """The ``X-Hub-Signature-256`` value GitHub sends for ``body`` (tests and benchmarks sign with it too)."""
-    return "sha256=" + hmac.new(secret.encode("utf-8", "surrogateescape"), body, hashlib.sha256).hexdigest()
 
 
 def _parse(body: bytes) -> dict[str, Any] | None:
@@ -76,17 +70,20 @@ class GitHubWebhook(WebhookIngress):
         self.events = tuple(hook.events)
         self.inbox = Inbox.for_config(config)  # one per route: concurrent puts share a group commit
 
+    def problems(self) -> list[str]:
+        if self.allow_unsigned or os.environ.get(self.secret_env):
+            return []
+        return [
+            f"{self.secret_env} is not set (webhooks.ghWebhook.secretEnv; unsigned deliveries are refused "
+            "unless webhooks.ghWebhook.allowUnsigned: true)"
+        ]
+
     def _verified(self, headers: Mapping[str, str], body: bytes) -> bool | None:
         """True when signed with the secret, False when unsigned and allowed, None when refused."""
         secret = os.environ.get(self.secret_env, "")
         if not secret:
             return False if self.allow_unsigned else None
-        provided = headers.get(SIGNATURE_HEADER)
-        if not provided:
-            return None
-        # Bytes on both sides: a non-ASCII header must be a mismatch, not a TypeError (issue-496).
-        expected = signature(secret, body).encode("ascii")
-        return True if hmac.compare_digest(expected, provided.encode("utf-8", "replace")) else None
+        return True if signed_by(secret, body, headers.get(SIGNATURE_HEADER)) else None
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> WebhookResponse:
         lowered = {str(key).lower(): value for key, value in headers.items()}

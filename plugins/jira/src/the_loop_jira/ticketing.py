@@ -16,7 +16,7 @@ from the_loop.interfaces import TicketProvider
 from the_loop.refs import RefError, WorkItemRef
 from the_loop_jira.client import CredentialsMissing, JiraClient, JiraError, jira_label
 from the_loop_jira.markup import AGENT_MARKER, RELAY_MARKER, defang
-from the_loop_jira.refs import SCHEME, browse_url, place
+from the_loop_jira.refs import SCHEME, PlacementError, browse_url, place, repository_for
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -94,6 +94,13 @@ class JiraTicketProvider(TicketProvider):
 
     def url(self, ref: WorkItemRef) -> str | None:
         return browse_url(ref)
+
+    def code_repository(self, ref: WorkItemRef) -> str | None:
+        try:
+            place(ref, self.settings)  # J3: only this site's configured projects map anywhere
+        except PlacementError:
+            return None
+        return repository_for(ref, self.settings) or None  # J4; mirror-only projects map none
 
     # --------------------------------------------------------------------------------------------- calls
 

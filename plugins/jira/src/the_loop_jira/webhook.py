@@ -9,8 +9,6 @@ daemon's own credential, so a signed forgery injects neither text nor identity.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -20,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from the_loop import control, events
 from the_loop.inbox import Inbox
 from the_loop.interfaces import WebhookIngress, WebhookResponse
+from the_loop.signing import signed_by
 from the_loop.state import StateError
 from the_loop_jira.client import CredentialsMissing, JiraError
 from the_loop_jira.ingest import ingest_comment
@@ -30,17 +29,13 @@ from the_loop_jira.ticketing import arming_labels, client_for, settings_of
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
-__all__ = ["PATH", "JiraWebhook", "signature"]
+__all__ = ["PATH", "JiraWebhook"]
 
 PATH = "/jira-webhook"
 SIGNATURE_HEADER = "x-hub-signature"
 GUID_HEADER = "x-atlassian-webhook-identifier"
 ACTED_ON = ("comment_created", "jira:issue_updated")
 _PRINTABLE = re.compile(r"^[\x21-\x7e]{1,200}$")
-
-
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
 
 
 def _doorbell(body: bytes) -> tuple[str, str, str] | None:
@@ -82,10 +77,7 @@ class JiraWebhook(WebhookIngress):
         lowered = {str(k).lower(): v for k, v in headers.items()}
         guid = str(lowered.get(GUID_HEADER) or "")
         guid = guid if _PRINTABLE.match(guid) else "-"
-        provided = str(lowered.get(SIGNATURE_HEADER) or "")
-        expected = signature(secret, body).encode("ascii")
-        # Bytes on both sides: a non-ASCII header is a mismatch, never a TypeError (issue-496).
-        if not provided or not hmac.compare_digest(expected, provided.encode("utf-8", "replace")):
+        if not signed_by(secret, body, lowered.get(SIGNATURE_HEADER)):
             events.emit(
                 "webhook.rejected", level="warning", reason="invalid-signature", provider="jira", delivery_id=guid
             )
