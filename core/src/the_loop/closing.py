@@ -554,7 +554,7 @@ def work_item_ended(
         ("merged" if reason == "pr-merged" else "closed"),
         ("issue" if reason == "issue-closed" else "pull-request"),
     )
-    lifecycle.run(
+    completed = lifecycle.run(
         lifecycle.WorkItemComplete(
             work_item=lifecycle.work_item_facts(item, config),
             state=state,
@@ -579,6 +579,10 @@ def work_item_ended(
     store.update_section(item, "ended", ended)
     store.clear_sections(item, CLOSE_CLEARS)
     events.emit("work_item.ended", work_item=str(item), reason=reason, source=source, actor=actor or None)
+    if completed.announce:
+        from the_loop import channels
+
+        channels.publish(config, "work-item.closed", item, text=f"{item} was {state}.", actor=actor)
     if authorized:
         cleanup(config, item, actor=actor, source=source)
         report.cleaned = True

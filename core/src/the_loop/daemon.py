@@ -122,6 +122,10 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
         with serving(config, spec.ingress):  # routing.webTerminal: a ttyd child for as long as an ingress runs
             # The router works the inbox beside the service (routing.enabled): one worker per state root.
             router = start_routing(config, stop) if spec.ingress and not once else None
+            if spec.ingress and not once:  # the undelivered-queue drainer and the channel poll readers
+                from the_loop.channels import start_background
+
+                start_background(config, stop)
             try:
                 _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
                 if spec.ingress and once:

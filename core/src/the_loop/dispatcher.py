@@ -416,20 +416,9 @@ class Dispatcher:
 
     def _open_channels(self, event: WorkEvent) -> None:
         """Ask each enabled channel to open the work item's conversation first; a failure never stops the spawn."""
-        from the_loop.plugins import get_host
+        from the_loop import channels
 
-        for name, cls in get_host().channels().items():
-            try:
-                if cls.enabled(self.config):
-                    cls(self.config).open_conversation(parse_ref(event.work_item), event.work_item)
-            except Exception as exc:
-                events.emit(
-                    "channel.open_failed",
-                    level="warning",
-                    work_item=event.work_item,
-                    channel=name,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+        channels.open_for_start(self.config, parse_ref(event.work_item))
 
     def _announce(self, work_item: str, harness: str, target: str) -> None:
         """One self-marked comment with the attach commands, built from registry fields only; best-effort."""

@@ -2,7 +2,7 @@
 (a hook may reword the question), then the question is posted as a marked comment on the work item and the wait
 recorded as ``session.awaiting_input`` (the comment id, never the text).
 
-Publishing the question to the work item's channels arrives with the channel (Slack) plugin.
+Then the question is published to the work item's channels (``session.awaiting_input``; queued when none takes it).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ def ask(ctx: click.Context, ref: WorkItemRef, question: str) -> None:
         raise click.BadParameter("the question is empty", param_hint="--question")
     config = app(ctx).config()
     decided = decide("waiting_for_input", str(ref), {"kind": "question", "question": question}, config)
-    comment_id = post_marked(config, ref, getattr(decided, "question", "") or question)
+    text = getattr(decided, "question", "") or question
+    comment_id = post_marked(config, ref, text)
     events.emit("session.awaiting_input", work_item=str(ref), comment_id=comment_id, kind="question")
+    from the_loop import channels
+
+    channels.publish(config, "session.awaiting_input", ref, text=text, source="agent")
     print_json({"workItem": str(ref), "commentId": comment_id})

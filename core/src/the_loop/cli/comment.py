@@ -1,7 +1,7 @@
 """``the-loop comment``: the agent talks back — a marked comment on its work item, through the ticket provider of
 the ref's scheme. Run inside a session, ``--work-item`` defaults to ``$THE_LOOP_WORK_ITEM``.
 
-Publishing the comment to the work item's channels arrives with the channel (Slack) plugin.
+The comment is then published to the work item's channels as ``comment.agent``.
 """
 
 from __future__ import annotations
@@ -86,4 +86,7 @@ def comment(ctx: click.Context, ref: WorkItemRef, body: str | None, body_file: s
     text = _read_body(body, body_file)
     config = app(ctx).config()
     comment_id = post_marked(config, ref, text)
+    from the_loop import channels
+
+    channels.publish(config, "comment.agent", ref, text=text, source="agent")
     print_json({"workItem": str(ref), "commentId": comment_id})

@@ -1,0 +1,319 @@
+"""Slack as a :class:`~the_loop.interfaces.Channel`: transport and rendering only, through slack-sdk.
+
+Core decides when to open, what to post, which replies count and where they go (:mod:`the_loop.channels`); this
+class turns that into Web API calls against ``channels.slack.apiBaseUrl``. Tokens are read from the variables
+``botTokenEnv`` / ``appTokenEnv`` name, at each call, and never logged, stored or put in an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from the_loop.interfaces import Channel, ChannelError, ChannelMessage, InboundMessage
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+    from the_loop.config import LoadedConfig
+    from the_loop.refs import WorkItemRef
+    from the_loop_slack.config import SlackSettings
+
+TOKEN_SHAPED = re.compile(r"\b(xox[abpr]|xapp)-[A-Za-z0-9-]+")
+CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9_-]{1,20}$")
+REACTION = re.compile(r"^[a-z0-9_+-]{1,100}$")
+MAX_CHARS_FLOOR, MAX_CHARS_DEFAULT, MAX_CHARS_CAP = 200, 1500, 2900
+HEADER_LIMIT = 150
+TIMEOUT = 10  # seconds per Web API call: a slow Slack must not hold a publisher for long
+TITLES = {
+    "session.awaiting_input": "Question from the agent",
+    "comment.agent": "The agent commented",
+    "comment.human": "New comment",
+    "work-item.closed": "Closed",
+}
+_names: dict[tuple[str, str], str] = {}  # (api base, channel name) -> id, resolved once per process
+
+
+class Redacting(logging.Filter):
+    """slack-sdk logs requests and payloads at debug: no token-shaped string leaves through these loggers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = TOKEN_SHAPED.sub("[redacted]", message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+def guarded_logger(name: str) -> logging.Logger:
+    """The logger slack-sdk gets: its records pass :class:`Redacting` first."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, Redacting) for f in logger.filters):
+        logger.addFilter(Redacting())
+    return logger
+
+
+def settings_of(config: LoadedConfig) -> SlackSettings:
+    return config.section("channels.slack")
+
+
+def fit(text: str, limit: int, mode: str = "digest") -> str:
+    """``text`` within ``limit`` characters: cut at a line or word when it can be, marked as shortened."""
+    if len(text) <= limit:
+        return text
+    note = " … (shortened; the full text is on the ticket)" if mode == "digest" else "…"
+    room = max(0, limit - len(note))
+    cut = text[:room]
+    for separator in ("\n\n", "\n", " "):
+        at = cut.rfind(separator)
+        if at > room // 2:
+            cut = cut[:at]
+            break
+    return cut.rstrip() + note
+
+
+class SlackChannel(Channel):
+    name = "slack"
+
+    def __init__(self, config: LoadedConfig) -> None:
+        super().__init__(config)
+        self.settings = settings_of(config)
+        self._bot_id: str | None = None
+
+    # ------------------------------------------------------------------------------------------ settings
+
+    @classmethod
+    def enabled(cls, config: LoadedConfig) -> bool:
+        try:
+            return bool(settings_of(config).enabled)
+        except KeyError:  # a config loaded without this plugin has no section: off
+            return False
+
+    def subscribed(self) -> Collection[str]:
+        return tuple(self.settings.subscribe)
+
+    def granted(self) -> Collection[str]:
+        return tuple(self.settings.publish)
+
+    def max_chars(self) -> int:
+        value = self.settings.max_chars
+        return MAX_CHARS_DEFAULT if value < MAX_CHARS_FLOOR else min(value, MAX_CHARS_CAP)
+
+    def read_mode(self) -> Literal["poll", "socket", "off"]:
+        mode = self.settings.read.mode
+        return mode if mode in ("poll", "socket") else "off"  # gateway is later: never a local reader
+
+    def read_interval(self) -> float:
+        return float(self.settings.read.interval_seconds)
+
+    def catch_up_interval(self) -> float:
+        seconds = self.settings.read.catch_up_seconds
+        return 0.0 if seconds <= 0 else float(max(60, seconds))  # 1-59 reads as 60
+
+    # -------------------------------------------------------------------------------------------- clients
+
+    def token(self, which: Literal["bot", "app"] = "bot") -> str:
+        variable = self.settings.bot_token_env if which == "bot" else self.settings.app_token_env
+        value = os.environ.get(variable, "")
+        if not value:
+            raise ChannelError(f"no Slack {which} token: set the environment variable {variable}")
+        return value
+
+    def client(self, token: str | None = None) -> WebClient:
+        """A WebClient on ``apiBaseUrl``, built per use so a rotated token is picked up at the next call."""
+        from slack_sdk import WebClient
+
+        base = self.settings.api_base_url
+        return WebClient(
+            token=token or self.token(), base_url=base if base.endswith("/") else base + "/", timeout=TIMEOUT
+        )
+
+    def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
+        """One Web API call; a refusal becomes :class:`ChannelError` (a 429 carrying its ``Retry-After``)."""
+        from slack_sdk.errors import SlackApiError, SlackRequestError
+
+        try:
+            return method(**kwargs)
+        except SlackApiError as exc:
+            response = exc.response
+            status = getattr(response, "status_code", 0)
+            retry_after = None
+            if status == 429:
+                headers = {str(k).lower(): v for k, v in (getattr(response, "headers", {}) or {}).items()}
+                raw = headers.get("retry-after", "")
+                try:
+                    retry_after = float(raw[0] if isinstance(raw, list) else raw)
+                except (TypeError, ValueError):
+                    retry_after = 60.0
+            code = ""
+            if isinstance(getattr(response, "data", None), dict):
+                code = str(response.data.get("error") or "")
+            raise ChannelError(f"slack refused ({status} {code or 'error'})", retry_after=retry_after) from None
+        except (SlackRequestError, OSError) as exc:
+            raise ChannelError(f"slack unreachable: {type(exc).__name__}") from None
+
+    def home(self) -> str:
+        """The channel id roots go to: ``channels.slack.channel`` as an id, or a name resolved once."""
+        raw = self.settings.channel.strip()
+        if not raw:
+            raise ChannelError("no Slack channel: set channels.slack.channel (see the-loop add-channel for rooms)")
+        if CHANNEL_ID.match(raw):
+            return raw
+        name = raw.lstrip("#")
+        key = (self.settings.api_base_url, name)
+        if key not in _names:
+            client = self.client()
+            cursor = ""
+            for _page in range(20):
+                page = self._call(client.conversations_list, limit=1000, cursor=cursor or None, exclude_archived=True)
+                for found in page.get("channels") or []:
+                    if found.get("name") == name:
+                        _names[key] = str(found["id"])
+                cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
+                if key in _names or not cursor:
+                    break
+        if key not in _names:
+            raise ChannelError(f"channels.slack.channel {raw!r} names no channel the bot can see")
+        return _names[key]
+
+    # --------------------------------------------------------------------------------------------- posting
+
+    def open_conversation(self, ref: WorkItemRef, title: str) -> Mapping[str, Any]:
+        from the_loop.store import provider_url
+
+        home = self.home()
+        client = self.client()
+        url = provider_url(ref, self.config) or ""
+        header = f"the-loop · {ref}"[:HEADER_LIMIT]
+        sentence = "Every message about this work item lands here as a reply."
+        if self.read_mode() != "off":
+            sentence += " Replies from authorized people reach its session."
+        blocks: list[dict[str, Any]] = [
+            {"type": "header", "text": {"type": "plain_text", "text": header}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": sentence}},
+        ]
+        if url:
+            blocks.append(_button(url))
+        posted = self._call(client.chat_postMessage, channel=home, text=f"{header}\n{sentence}", blocks=blocks)
+        ts = str(posted.get("ts") or "")
+        if not ts:
+            raise ChannelError("slack returned no ts for the root message")
+        channel = str(posted.get("channel") or home)
+        permalink = ""
+        try:
+            permalink = str(self._call(client.chat_getPermalink, channel=channel, message_ts=ts).get("permalink") or "")
+        except ChannelError:
+            pass  # best-effort: the binding stands without it
+        return {"channel": channel, "thread": ts, "permalink": permalink}
+
+    def render(self, message: ChannelMessage) -> tuple[str, list[dict[str, Any]]]:
+        """(fallback text, blocks) within ``message.max_chars``."""
+        title = TITLES.get(message.event_type, message.event_type)
+        who = f" · {message.actor}" if message.actor else ""
+        header = f"{title}{who} · {message.work_item}"[:HEADER_LIMIT] if message.work_item else title
+        limit = message.max_chars
+        verbosity = self.settings.verbosity if self.settings.verbosity in ("quiet", "normal", "verbose") else "normal"
+        body = "" if verbosity == "quiet" else fit(message.text.strip(), limit, self.settings.long_messages)
+        blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": header}}]
+        if body:
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": body}})
+        if verbosity == "verbose":
+            detail = f"event: {message.event_type}"
+            blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": detail}]})
+        if message.url:
+            blocks.append(_button(message.url))
+        fallback = fit("\n".join(part for part in (header, body, message.url) if part), limit, "truncate")
+        return fallback, blocks
+
+    def publish(self, binding: Mapping[str, Any], message: ChannelMessage) -> None:
+        text, blocks = self.render(message)
+        channel = str(binding.get("channel") or "") or self.home()
+        thread = str(binding.get("thread") or "")
+        extra = {"thread_ts": thread} if thread else {}  # a room takes no thread_ts (Slack refuses "")
+        posted = self._call(self.client().chat_postMessage, channel=channel, text=text, blocks=blocks, **extra)
+        if not posted.get("ts"):
+            raise ChannelError("slack returned no ts for the reply")
+
+    def health(self) -> str:
+        token = "set" if os.environ.get(self.settings.bot_token_env) else "unset"
+        where = self.settings.channel or "(no channel)"
+        return f"channel {where}; bot token {self.settings.bot_token_env} {token}; read {self.read_mode()}"
+
+    # --------------------------------------------------------------------------------------------- reading
+
+    def bot_identity(self) -> str:
+        if self._bot_id is None:
+            try:
+                self._bot_id = str(self._call(self.client().auth_test).get("user_id") or "")
+            except ChannelError:
+                return ""  # unknown this time: the bot_id check still holds
+        return self._bot_id
+
+    def read_replies(self, binding: Mapping[str, Any], after: str) -> list[InboundMessage]:
+        from the_loop.channels import newer
+
+        channel, root = str(binding["channel"]), str(binding["thread"])
+        client = self.client()
+        found: list[InboundMessage] = []
+        cursor = ""
+        while True:  # every page (upstream read one)
+            page = self._call(
+                client.conversations_replies,
+                channel=channel,
+                ts=root,
+                oldest=after or root,
+                limit=200,
+                cursor=cursor or None,
+            )
+            for raw in page.get("messages") or []:
+                ts = str(raw.get("ts") or "")
+                if ts and ts != root and newer(ts, after):
+                    found.append(inbound(channel, raw, root))
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
+            if not cursor:
+                break
+        found.sort(key=lambda m: float(m.message_id) if _numeric(m.message_id) else 0.0)
+        return found
+
+    def acknowledge(self, message: InboundMessage, state: Literal["received", "completed", "error"]) -> None:
+        reactions = self.settings.reactions
+        name = str(getattr(reactions, state, "") or "").strip(":")
+        if not reactions.enabled or not REACTION.match(name):
+            return
+        self._call(self.client().reactions_add, channel=message.channel_id, name=name, timestamp=message.message_id)
+
+    def listen(self, sink: Callable[[InboundMessage], str], should_stop: Callable[[], bool]) -> None:
+        from the_loop_slack.listener import run_socket_mode
+
+        run_socket_mode(self, sink, should_stop)
+
+
+def _numeric(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _button(url: str) -> dict[str, Any]:
+    button = {"type": "button", "action_id": "the-loop:open", "text": {"type": "plain_text", "text": "Open"}}
+    return {"type": "actions", "elements": [{**button, "url": url}]}
+
+
+def inbound(channel: str, raw: Mapping[str, Any], thread: str = "") -> InboundMessage:
+    """A Slack message (Web API or Events API shape) in the neutral form; a top-level one is its own thread."""
+    ts = str(raw.get("ts") or "")
+    subtype = str(raw.get("subtype") or "")
+    return InboundMessage(
+        channel_id=channel,
+        thread_id=str(raw.get("thread_ts") or thread or ts),
+        message_id=ts,
+        author_id=str(raw.get("user") or ""),
+        text=str(raw.get("text") or ""),
+        is_bot=bool(raw.get("bot_id")) or subtype == "bot_message",
+        subtype=subtype,
+    )

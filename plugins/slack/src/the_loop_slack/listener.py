@@ -1,0 +1,86 @@
+"""The Socket Mode listener: slack-sdk's built-in ``SocketModeClient``, one per instance (``slack-listener.pid``).
+
+Each ``events_api`` envelope carrying a message is handed to core's claim (inbox write + cursor advance under one
+flock) and acknowledged after it — also when handling raised, so one bad envelope is never redelivered forever;
+only a claim that stored nothing leaves the envelope unacknowledged, for Slack to send again. ``interactive`` and
+``slash_commands`` envelopes are acknowledged and ignored (buttons and commands are later); other types are ignored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from the_loop import events
+from the_loop.interfaces import InboundMessage, ServiceContext
+
+if TYPE_CHECKING:
+    from slack_sdk.socket_mode.request import SocketModeRequest
+
+    from the_loop_slack.channel import SlackChannel
+
+ACKED_TYPES = ("events_api", "interactive", "slash_commands")
+MESSAGE_EVENTS = ("message", "app_mention")
+
+
+def message_of(request: SocketModeRequest) -> InboundMessage | None:
+    """The message an envelope carries, or None (another event type, or no channel/ts)."""
+    from the_loop_slack.channel import inbound
+
+    if request.type != "events_api":
+        return None
+    event = (request.payload or {}).get("event") or {}
+    if event.get("type") not in MESSAGE_EVENTS or not event.get("channel") or not event.get("ts"):
+        return None
+    return inbound(str(event["channel"]), event)
+
+
+def handler(sink: Callable[[InboundMessage], str]) -> Callable[[Any, SocketModeRequest], None]:
+    """The per-envelope listener: claim first, then acknowledge (see the module docstring)."""
+    from slack_sdk.socket_mode.response import SocketModeResponse
+
+    def on_request(client: Any, request: SocketModeRequest) -> None:
+        if request.type not in ACKED_TYPES:
+            return
+        outcome = "ignored"
+        try:
+            message = message_of(request)
+            if message is not None:
+                outcome = sink(message)
+        except Exception as exc:
+            events.emit("channel.handler_failed", level="error", channel="slack", error=f"{type(exc).__name__}")
+        if outcome != "claim-failed":
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+
+    return on_request
+
+
+def run_socket_mode(
+    channel: SlackChannel, sink: Callable[[InboundMessage], str], should_stop: Callable[[], bool]
+) -> None:
+    from slack_sdk.socket_mode.builtin import SocketModeClient
+
+    from the_loop_slack.channel import guarded_logger
+
+    client = SocketModeClient(
+        app_token=channel.token("app"),
+        web_client=channel.client(),
+        logger=guarded_logger("the_loop_slack.socket"),
+        concurrency=1,  # envelopes in arrival order
+    )
+    client.socket_mode_request_listeners.append(handler(sink))
+    client.connect()
+    try:
+        while not should_stop():
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
+def run_service(context: ServiceContext) -> None:
+    """``the-loop daemon run slack-listener`` (and ``channels listen``): the listener until told to stop."""
+    from the_loop import channels
+    from the_loop_slack.channel import SlackChannel
+
+    channels.listen(context.config, SlackChannel(context.config), context.should_stop)

@@ -1,0 +1,51 @@
+"""Fixtures of the Slack plugin's tests: the fake Slack (Web API + Socket Mode) and the loop of
+:mod:`slack_world`. This folder is put on ``sys.path`` so tests can ``import fake_slack`` and ``import slack_world``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from fake_slack import FakeSlack, Server  # noqa: E402
+from slack_world import APP_TOKEN, BOT_TOKEN, Loop, write_config  # noqa: E402
+
+from the_loop import fake_plugin  # noqa: E402
+from the_loop.tmux import TmuxRunner  # noqa: E402
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[Server]:
+    server = Server(FakeSlack())
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def loop(
+    tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, fake_slack: Server, monkeypatch: pytest.MonkeyPatch
+) -> Loop:
+    import the_loop_slack.plugin
+
+    plugin_host.register(fake_plugin, "fake")
+    plugin_host.register(the_loop_slack.plugin, "slack")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setenv("FAKE_HARNESS_LOG", str(logs / "{session}.jsonl"))
+    monkeypatch.setenv("FAKE_TICKETS", str(tmp_path / "tickets.json"))
+    monkeypatch.setenv("THE_LOOP_SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("THE_LOOP_SLACK_APP_TOKEN", APP_TOKEN)
+    settings = {
+        "subscribe": ["session.awaiting_input", "comment.agent", "comment.human", "work-item.closed"],
+        "read": {"mode": "poll"},
+    }
+    config = write_config(tmp_path, tmux_runner, fake_slack, settings)
+    return Loop(tmp_path, config, tmux_runner, fake_slack.fake, fake_slack, logs, tmp_path / "tickets.json", settings)

@@ -1,0 +1,288 @@
+"""A fake Slack on 127.0.0.1: the Web API methods the plugin calls, and a Socket Mode websocket server.
+
+The Web API keeps channels of messages with increasing ``ts``, records every call (method, bearer token, params)
+and takes fault scripts per method: an HTTP status (500, 429 with ``Retry-After``) or an ``ok: false`` error, for
+the next N calls or until cleared. slack-sdk's real ``WebClient`` talks to it through ``apiBaseUrl``.
+
+The Socket Mode server is a real websocket server (the ``websockets`` package): ``apps.connections.open`` hands out
+its URL, it greets each client with ``hello``, sends the envelopes a test queues and records the acks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+BOT_USER = "UBOT0001"
+
+
+@dataclass
+class Fault:
+    status: int = 200
+    error: str = ""
+    retry_after: int | None = None
+    times: int | None = None  # None: until cleared
+
+
+@dataclass
+class Call:
+    method: str
+    token: str
+    params: dict[str, Any]
+
+
+@dataclass
+class FakeSlack:
+    """State and scripts of the fake. Use :func:`serve` to run it."""
+
+    channels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    faults: dict[str, Fault] = field(default_factory=dict)
+    page_size: int = 100
+    socket_url: str = ""
+    scopes: str = "chat:write,channels:history,groups:history,im:history,mpim:history,reactions:write"
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _ts: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def next_ts(self) -> str:
+        return f"1700000000.{next(self._ts):06d}"
+
+    def fail(
+        self,
+        method: str,
+        status: int = 500,
+        *,
+        error: str = "",
+        retry_after: int | None = None,
+        times: int | None = None,
+    ) -> None:
+        self.faults[method] = Fault(status, error, retry_after, times)
+
+    def heal(self, method: str | None = None) -> None:
+        if method is None:
+            self.faults.clear()
+        else:
+            self.faults.pop(method, None)
+
+    def add_message(self, channel: str, *, user: str = "", text: str = "", thread_ts: str = "", **extra: Any) -> str:
+        """A message someone wrote (not through the API); its ts."""
+        with self.lock:
+            ts = self.next_ts()
+            message = {"type": "message", "ts": ts, "text": text, **extra}
+            if user:
+                message["user"] = user
+            if thread_ts:
+                message["thread_ts"] = thread_ts
+            self.channels.setdefault(channel, []).append(message)
+            return ts
+
+    def posts(self, method: str = "chat.postMessage") -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    # ------------------------------------------------------------------------------------------------ api
+
+    def handle(self, method: str, token: str, params: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+        with self.lock:
+            self.calls.append(Call(method, token, params))
+            fault = self.faults.get(method)
+            if fault is not None:
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        del self.faults[method]
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+                if fault.status != 200:
+                    return fault.status, headers, {"ok": False, "error": fault.error or "fatal_error"}
+                return 200, headers, {"ok": False, "error": fault.error}
+            if not token.startswith(("xoxb-", "xapp-")):
+                return 200, {}, {"ok": False, "error": "not_authed"}
+            handler = getattr(self, "api_" + method.replace(".", "_"), None)
+            if handler is None:
+                return 200, {}, {"ok": False, "error": "unknown_method"}
+            return handler(params, token)
+
+    def api_auth_test(self, params: dict[str, Any], token: str) -> tuple[int, dict[str, str], dict[str, Any]]:
+        return 200, {"x-oauth-scopes": self.scopes}, {"ok": True, "user_id": BOT_USER, "bot_id": "BBOT0001"}
+
+    def api_chat_postMessage(self, params: dict[str, Any], token: str) -> Any:
+        channel = str(params.get("channel") or "")
+        if "thread_ts" in params and not params["thread_ts"]:
+            return 200, {}, {"ok": False, "error": "invalid_thread_ts"}
+        ts = self.next_ts()
+        message = {"type": "message", "ts": ts, "text": params.get("text", ""), "user": BOT_USER, "bot_id": "BBOT0001"}
+        if params.get("thread_ts"):
+            message["thread_ts"] = params["thread_ts"]
+        self.channels.setdefault(channel, []).append(message)
+        return 200, {}, {"ok": True, "channel": channel, "ts": ts, "message": message}
+
+    def api_chat_getPermalink(self, params: dict[str, Any], token: str) -> Any:
+        link = f"https://fake.slack.example/archives/{params.get('channel')}/p{params.get('message_ts')}"
+        return 200, {}, {"ok": True, "permalink": link}
+
+    def api_conversations_replies(self, params: dict[str, Any], token: str) -> Any:
+        channel, root = str(params.get("channel")), str(params.get("ts"))
+        oldest = float(params.get("oldest") or 0)
+        thread = [
+            m
+            for m in self.channels.get(channel, [])
+            if (m["ts"] == root or m.get("thread_ts") == root) and float(m["ts"]) >= oldest
+        ]
+        start = int(params.get("cursor") or 0)
+        size = min(int(params.get("limit") or 100), self.page_size)
+        page = thread[start : start + size]
+        more = start + size < len(thread)
+        return (
+            200,
+            {},
+            {
+                "ok": True,
+                "messages": page,
+                "has_more": more,
+                "response_metadata": {"next_cursor": str(start + size) if more else ""},
+            },
+        )
+
+    def api_conversations_info(self, params: dict[str, Any], token: str) -> Any:
+        return 200, {}, {"ok": True, "channel": {"id": params.get("channel")}}
+
+    def api_conversations_list(self, params: dict[str, Any], token: str) -> Any:
+        found = [{"id": cid, "name": f"name-{cid.lower()}"} for cid in self.channels]
+        return 200, {}, {"ok": True, "channels": found, "response_metadata": {"next_cursor": ""}}
+
+    def api_reactions_add(self, params: dict[str, Any], token: str) -> Any:
+        return 200, {}, {"ok": True}
+
+    def api_apps_connections_open(self, params: dict[str, Any], token: str) -> Any:
+        if not token.startswith("xapp-"):
+            return 200, {}, {"ok": False, "error": "invalid_auth"}
+        return 200, {}, {"ok": True, "url": self.socket_url}
+
+
+def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+        def _answer(self) -> None:
+            url = urlparse(self.path)
+            method = url.path.rsplit("/", 1)[-1]
+            params: dict[str, Any] = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            if body:
+                if "json" in (self.headers.get("Content-Type") or ""):
+                    params.update(json.loads(body))
+                else:
+                    params.update({k: v[-1] for k, v in parse_qs(body.decode()).items()})
+            auth = self.headers.get("Authorization") or ""
+            token = auth.removeprefix("Bearer ").strip() or str(params.pop("token", ""))
+            status, headers, data = fake.handle(method, token, params)
+            raw = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(raw)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(raw)
+
+        do_GET = _answer
+        do_POST = _answer
+
+    return Handler
+
+
+class Server:
+    """A running fake Web API (and, when asked, its Socket Mode server)."""
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+        self.http.daemon_threads = True
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+        self.socket: SocketServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http.server_address[1]}/api/"
+
+    def start_socket(self) -> SocketServer:
+        self.socket = SocketServer()
+        self.fake.socket_url = self.socket.url
+        return self.socket
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close()
+        self.http.shutdown()
+        self.http.server_close()
+
+
+class SocketServer:
+    """A Socket Mode endpoint: ``hello`` on connect, then every queued envelope to every client; acks recorded."""
+
+    def __init__(self) -> None:
+        from websockets.sync.server import serve
+
+        self.acks: list[str] = []
+        self.clients: list[Any] = []
+        self.outbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._ids = itertools.count(1)
+        self.server = serve(self._serve, "127.0.0.1", 0)
+        self.url = f"ws://127.0.0.1:{self.server.socket.getsockname()[1]}/link"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _serve(self, connection: Any) -> None:
+        self.clients.append(connection)
+        connection.send(json.dumps({"type": "hello", "num_connections": len(self.clients)}))
+        reader = threading.Thread(target=self._read, args=(connection,), daemon=True)
+        reader.start()
+        while reader.is_alive():
+            try:
+                envelope = self.outbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            try:
+                connection.send(json.dumps(envelope))
+            except Exception:
+                self.outbox.put(envelope)
+                return
+
+    def _read(self, connection: Any) -> None:
+        try:
+            for raw in connection:
+                data = json.loads(raw)
+                if "envelope_id" in data:
+                    self.acks.append(data["envelope_id"])
+        except Exception:
+            return
+
+    def send_event(self, event: dict[str, Any], *, envelope_id: str = "", kind: str = "events_api") -> str:
+        envelope_id = envelope_id or f"env-{next(self._ids)}"
+        payload = {"type": "event_callback", "event": event} if kind == "events_api" else event
+        self.outbox.put(
+            {"envelope_id": envelope_id, "type": kind, "payload": payload, "accepts_response_payload": False}
+        )
+        return envelope_id
+
+    def wait_acked(self, envelope_id: str, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if envelope_id in self.acks:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self) -> None:
+        self.server.shutdown()

@@ -1,0 +1,106 @@
+"""The Slack tests' world: a loop on real tmux with the fake harness and the fake ticket provider (refs
+``fake:octo/repo#N``), Slack enabled and pointed at the fake Slack. A uniquely named module (not ``conftest``) so
+test modules can import it beside other plugins' test folders."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fake_slack import FakeSlack, Server
+
+from the_loop import events
+from the_loop.config import LoadedConfig, load_config
+from the_loop.dispatcher import Dispatcher
+from the_loop.fake_harness import FakeHarness
+from the_loop.models import WorkEvent
+from the_loop.registry import SessionRegistry
+from the_loop.tmux import TmuxRunner
+
+BOT_TOKEN = "xoxb-test-0123456789-secretbot"
+APP_TOKEN = "xapp-test-0123456789-secretapp"
+REF = "fake:octo/repo#15"
+DANA = "U0DANA"
+CHANNEL = "C0CENTRAL"
+
+
+@dataclass
+class Loop:
+    tmp: Path
+    config: LoadedConfig
+    runner: TmuxRunner
+    slack: FakeSlack
+    server: Server
+    logs: Path
+    tickets: Path
+    settings: dict[str, Any]
+
+    def reload(self, **slack: Any) -> LoadedConfig:
+        """Rewrite the config with ``channels.slack`` keys merged in."""
+        self.settings = {**self.settings, **slack}
+        self.config = write_config(self.tmp, self.runner, self.server, self.settings)
+        return self.config
+
+    def channel(self) -> Any:
+        from the_loop_slack.channel import SlackChannel
+
+        return SlackChannel(self.config)
+
+    def dispatcher(self) -> Dispatcher:
+        return Dispatcher(self.config, runner=self.runner)
+
+    def spawn(self, ref: str = REF) -> FakeHarness:
+        outcome = self.dispatcher().dispatch(
+            WorkEvent(delivery_id=f"spawn-{ref}", work_item=ref, text="go", spawn=True)
+        )
+        assert outcome.status == "spawned", outcome
+        own = SessionRegistry(self.config.state).load(ref).own  # type: ignore[union-attr]
+        harness = FakeHarness(self.logs / f"{own.harness_session_id}.jsonl")
+        harness.wait_ready(screen=lambda: self.runner.capture(own.tmux_target))
+        return harness
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        path = self.config.state.events_path
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [e for e in map(json.loads, lines) if name is None or e["event"] == name]
+
+    def comments(self, ref: str = REF) -> list[str]:
+        if not self.tickets.exists():
+            return []
+        return json.loads(self.tickets.read_text())["items"].get(ref, {}).get("comments", [])
+
+    def binding(self, ref: str = REF) -> dict[str, Any] | None:
+        from the_loop import channels
+
+        return channels.binding(self.config, "slack", ref)
+
+    def route(self) -> int:
+        from the_loop.router import route_pending
+
+        return route_pending(self.config)
+
+
+def write_config(tmp: Path, runner: TmuxRunner, server: Server, slack: dict[str, Any]) -> LoadedConfig:
+    from the_loop.plugins import get_host
+
+    path = tmp / "cfg" / ".the-loop" / "cli-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "routing": {
+            "enabled": True,
+            "defaultHarness": "fake",
+            "spawnOnUnmatched": "always",
+            "spawnWorkdir": str(tmp / "work"),
+            "tmux": {"socketName": runner.socket, "resumeProbeSeconds": 0.3},
+            "authorizedUsers": [{"name": "dana", "slack": DANA}],
+            "control": {"requireStartCommand": False},
+        },
+        "channels": {"slack": {"enabled": True, "channel": CHANNEL, "apiBaseUrl": server.base_url, **slack}},
+    }
+    path.write_text(yaml.safe_dump(document))
+    config = load_config(path, get_host())
+    events.configure(config.state.events_path, "test")
+    return config
