@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from the_loop import channel_outbox, events
+from the_loop import channel_outbox, control, events
 from the_loop.interfaces import Channel, ChannelError, ChannelMessage, InboundMessage
 from the_loop.refs import WorkItemRef, parse_ref
 from the_loop.state import StateError, atomic_write_json, locked, read_json
@@ -306,9 +306,7 @@ def _allowed(config: LoadedConfig, name: str, ref: str, author: str) -> bool:
         known = "" if isinstance(entry, str) else str(getattr(entry, name, "") or "")
         if known and known == author:
             return True
-    record = _store(config).read(ref) or {}
-    users = (record.get("collaborators") or {}).get("users") or []
-    return any(isinstance(user, dict) and user.get(name) == author for user in users)
+    return control.is_collaborator(config, [ref], name, author)
 
 
 def _drop(channel: Channel, message: InboundMessage, reason: str, ref: str = "", level: str = "info") -> str:

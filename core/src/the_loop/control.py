@@ -126,6 +126,26 @@ def set_session_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> b
     return changed
 
 
+def is_collaborator(config: LoadedConfig, refs: Iterable[WorkItemRef | str], provider: str, actor_id: str) -> bool:
+    """Whether ``actor_id`` (of ``provider``) is on the ``collaborators`` list of one of ``refs``: input only, never
+    control (issue-307). A GitHub grant names a ``login`` (case-insensitive); other providers' ids sit under the
+    provider's own key (``{"slack": "U123"}``) and compare exactly."""
+    from the_loop.store import WorkItemStore
+
+    if not actor_id:
+        return False
+    store = WorkItemStore(config.state, config=config)
+    for ref in refs:
+        for user in ((store.read(ref) or {}).get("collaborators") or {}).get("users") or []:
+            if not isinstance(user, dict):
+                continue
+            if provider == "github" and str(user.get("login", "")).casefold() == actor_id.casefold():
+                return True
+            if provider != "github" and user.get(provider) == actor_id:
+                return True
+    return False
+
+
 def arming_refusal(config: LoadedConfig, ref: WorkItemRef, labels: Iterable[str] | None = None) -> str | None:
     """Why ``routing.spawnOnUnmatched`` does not arm ``ref`` (A §2.7 S1), or None when it does.
 

@@ -185,19 +185,9 @@ class Router:
         # only an ingress builds actors, and it sets ``<provider>-relay`` only for the service account's relays).
         if actor.provider.endswith("-relay") and actor.id == "operator":
             return True, False
-        if actor.provider == "github" and self._is_collaborator(actor.id, refs):
+        if control.is_collaborator(self.config, refs, actor.provider, actor.id):
             return True, True
         return False, False
-
-    def _is_collaborator(self, login: str, refs: list[WorkItemRef]) -> bool:
-        from the_loop.store import WorkItemStore
-
-        store = WorkItemStore(self.config.state, config=self.config)
-        for ref in refs:
-            users = ((store.read(ref) or {}).get("collaborators") or {}).get("users") or []
-            if any(isinstance(u, dict) and str(u.get("login", "")).casefold() == login.casefold() for u in users):
-                return True
-        return False
 
     def _target(self, event: InboundEvent, refs: list[WorkItemRef]) -> WorkItemRef:
         """X6: the work item this event is about — the live owner of one of its refs, else the first ref."""

@@ -20,8 +20,8 @@ from typing import Any
 import gh_payloads
 import pytest
 import yaml
-from conftest import AUTO_LABEL, Receiver
 from fake_github import FakeGitHub
+from gh_receiver import AUTO_LABEL, Receiver
 
 from the_loop.fake_harness import FakeHarness
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for

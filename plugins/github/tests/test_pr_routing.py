@@ -13,7 +13,7 @@ from typing import Any
 
 import gh_payloads
 import pytest
-from conftest import AUTO_LABEL
+from gh_receiver import AUTO_LABEL
 from test_end_to_end import REF, TARGET, Loop, loop, start_work  # noqa: F401  (`loop` is the end-to-end fixture)
 
 from the_loop.testing import wait_for

@@ -15,7 +15,7 @@ from fake_github import FakeGitHub
 from the_loop.testing import wait_for
 
 if TYPE_CHECKING:
-    from conftest import Receiver
+    from gh_receiver import Receiver
 
 
 def comment(number: int = 15, body: str = "please add tests", login: str = "octocat", **kwargs: Any) -> dict[str, Any]:

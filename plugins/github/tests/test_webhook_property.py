@@ -16,7 +16,7 @@ from the_loop.signing import signature
 from the_loop_github.normalize import DEFAULT_EVENTS
 
 if TYPE_CHECKING:
-    from conftest import Receiver
+    from gh_receiver import Receiver
 
 PAYLOADS = [
     ("issue_comment.created", "issue_comment"),

@@ -159,3 +159,19 @@ def test_an_empty_allow_list_lets_nobody_in(loop: Loop, monkeypatch: object) -> 
     poll(loop)
     assert [d["reason"] for d in loop.events("channel.dropped")] == ["unauthorized-actor"]
     assert json.dumps(loop.events()).count("hi") == 0
+
+
+def test_a_collaborator_granted_on_the_item_is_heard_in_its_thread_and_nowhere_else(loop: Loop) -> None:
+    """issue-307 on the channel path: the grant lets a reply through to this item's session (input only), and the
+    router agrees with the channel's check, so the reply is delivered rather than dropped further on."""
+    from the_loop.store import WorkItemStore
+
+    harness = loop.spawn()
+    channel, thread = bound_thread(loop)
+    store = WorkItemStore(loop.config.state, config=loop.config)
+    store.update_section(REF, "collaborators", {"users": [{"slack": STRANGER, "addedBy": "octocat"}]})
+    loop.slack.add_message(channel, user=STRANGER, text="the widget should be blue", thread_ts=thread)
+    assert poll(loop)["accepted"] == 1
+    assert loop.route() == 1
+    assert "the widget should be blue" in harness.wait_for_submitted(2)[-1]
+    assert loop.events("routing.routed")[-1]["collaborator"] is True
