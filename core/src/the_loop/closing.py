@@ -564,7 +564,7 @@ def work_item_ended(
             actor=actor,
         ),
         config,
-    )  # its announce decision governs the channel publish, which arrives with the channels
+    )  # its announce decision governs the work-item.closed publish below
     result = close_session(config, item, remove_checkout=True)
     report.closed = result.closed
     if result.closed:

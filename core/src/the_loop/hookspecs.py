@@ -97,7 +97,8 @@ class LifecycleSpecs:
 
     @hookspec
     def loop_waiting_for_input(self, ctx: LifecycleContext) -> Decision | None:
-        """Called when the agent asks a question (``the-loop ask``). May skip notifications (``notify=False``)."""
+        """Called when the agent asks a question (``the-loop ask``). May reword the published ``question`` and add a
+        ``summary``."""
 
     @hookspec
     def loop_input_received(self, ctx: LifecycleContext) -> Decision | None:
