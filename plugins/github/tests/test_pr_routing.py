@@ -328,3 +328,25 @@ def test_issue_93_a_start_on_a_linked_pull_request_spawns_the_issues_session_and
     assert "github:octo/repo#20" in machine.record()["sessions"]  # type: ignore[index]  # X7: recorded on spawn
     assert machine.record("github-octo-repo-20") is None
     assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-20").returncode != 0
+
+
+def test_a16_merging_a_pull_request_that_is_itself_the_work_item_ends_it(loop: Callable[..., Loop]) -> None:
+    """The other half of issue-101: a pull request started on its own (nothing links it) is the work item, so its
+    merge closes the session and stamps ``ended`` — no prompt reaches the session."""
+    machine = loop()
+    machine.fake.add_issue("octo/repo", 30, title="Feature", pull_request=True, labels=[AUTO_LABEL])
+    review(machine, 30, "the-loop start", 3101, branch="widget", labels=[AUTO_LABEL])
+    wait_for(lambda: machine.record("github-octo-repo-30") is not None, timeout=20)
+    harness = machine.harness("github:octo/repo#30")
+    harness.wait_ready(timeout=20)
+    machine.settled()
+    payload = gh_payloads.adapt(gh_payloads.load("pull_request.closed"), number=30, sender="octocat", merged=True)
+    _set_pull_request(payload, 30, "", "widget", [AUTO_LABEL])
+    assert machine.receiver.post("pull_request", payload).status_code == 202
+    machine.settled()
+    [closed] = machine.events("session.autoclosed")
+    assert (closed["work_item"], closed["reason"], closed["merged"]) == ("github:octo/repo#30", "pr-merged", True)
+    portable = json.loads((machine.env.root / "portable" / "github-octo-repo-30.json").read_text())
+    assert (portable["ended"]["state"], portable["ended"]["kind"]) == ("merged", "pull-request")
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-30").returncode != 0  # cleaned: octocat closed it
+    assert len(harness.submitted()) == 1  # only the boot prompt: the close was never pasted
