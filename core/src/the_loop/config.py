@@ -143,11 +143,13 @@ def _location(prefix: str, loc: tuple[Any, ...], model: type[BaseModel]) -> str:
     return ".".join(parts)
 
 
-def validate_section(model: type[BaseModel], raw: Any, prefix: str, path: Path) -> Any:
+def validate_section(model: type[BaseModel], raw: Any, prefix: str, path: Path, root: Any = None) -> Any:
+    """``raw`` validated by ``model``; the whole file's mapping is the validation context's ``root``, so a plugin's
+    section can check what it depends on elsewhere (Jira: the arming labels must have a Jira-safe form)."""
     from pydantic import ValidationError
 
     try:
-        return model.model_validate(raw if raw is not None else {})
+        return model.model_validate(raw if raw is not None else {}, context={"root": root})
     except ValidationError as exc:
         first = exc.errors()[0]
         key = _location(prefix, tuple(first["loc"]), model) or prefix or "(top level)"
@@ -274,7 +276,9 @@ def load_config(
         for _plugin, section in host.config_sections():
             claimed[section.path] = _import(section.model)
             secrets[section.path] = section.secrets
-    sections = {path: validate_section(model, _raw_at(raw, path), path, ref.path) for path, model in claimed.items()}
+    sections = {
+        path: validate_section(model, _raw_at(raw, path), path, ref.path, raw) for path, model in claimed.items()
+    }
     unclaimed = unknown_keys(raw, CoreConfig, "", claimed)
     warnings.extend(f"config: unknown key {key}" for key in unclaimed)
 

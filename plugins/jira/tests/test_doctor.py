@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fake_jira import FakeJira
 from jira_fixtures import EMAIL, TOKEN, base_config
 
@@ -68,3 +69,30 @@ def test_a7_issue_442_retired_transport_is_refused_with_a_hint(jira_env: LoopEnv
     jira_env.write_config(config)
     result = jira_env.run("config", "validate")
     assert result.returncode == 2 and "migrate-config" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [("routing", "routing.autoExecuteLabels[1]"), ("source", "polling.sources[0].labels[0]")],
+)
+def test_j27_an_arming_label_without_a_jira_safe_form_is_a_config_error(
+    jira_env: LoopEnv, fake_jira: FakeJira, where: str, key: str
+) -> None:
+    config = base_config(fake_jira)
+    if where == "routing":
+        config["routing"]["autoExecuteLabels"] = ["the-loop: auto-execute", "   "]
+    else:
+        config["polling"]["sources"][0]["labels"] = ["x" * 256]
+    jira_env.write_config(config)
+    result = jira_env.run("config", "validate")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error:") and key in line and "no Jira-safe form" in line
+
+
+def test_j27_a_label_that_only_needs_normalizing_loads(jira_env: LoopEnv, fake_jira: FakeJira) -> None:
+    config = base_config(fake_jira)
+    config["routing"]["autoExecuteLabels"] = ["the-loop: auto-execute", "team  a"]
+    jira_env.write_config(config)
+    result = jira_env.run("config", "validate")
+    assert result.returncode == 0, result.stderr

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from the_loop.config import ConfigError
 from the_loop.refs import WorkItemRef
 from the_loop_jira import markup
+from the_loop_jira.config import safe_label
 from the_loop_jira.refs import DIGITS, browse_url, comment_url, issue_key, place, ref_for
 
 if TYPE_CHECKING:
@@ -144,13 +145,11 @@ class JiraTransition:
 
 
 def jira_label(label: str) -> str:
-    """J27: a label in Jira-safe form — ``: `` → ``:``, other whitespace runs → ``-``; empty or too long is an
-    error naming it. Idempotent."""
-    safe = re.sub(r":\s+", ":", label.strip())
-    safe = re.sub(r"\s+", "-", safe)
-    if not safe or len(safe) > 255:
-        raise ConfigError(f"label {label!r} has no Jira-safe form (empty or longer than 255 characters)")
-    return safe
+    """J27's Jira-safe form (:func:`the_loop_jira.config.safe_label`), as a :class:`ConfigError` when it has none."""
+    try:
+        return safe_label(label)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _quote(value: str) -> str:

@@ -7,7 +7,7 @@ import re
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from the_loop.config_models import Section
 
@@ -22,6 +22,33 @@ def _env_names(value: list[str]) -> list[str]:
         if not _ENV_NAME.match(name):  # never echo it: it may be the secret itself, pasted in by mistake
             raise ValueError(f"entry {index} is not an environment variable NAME (put the value in the environment)")
     return value
+
+
+def safe_label(label: str) -> str:
+    """J27: a label in Jira-safe form: ``: `` → ``:``, other whitespace runs → ``-``. Idempotent; ValueError naming the
+    label when it has none (empty, or longer than 255 characters)."""
+    safe = re.sub(r"\s+", "-", re.sub(r":\s+", ":", label.strip()))
+    if not safe or len(safe) > 255:
+        raise ValueError(f"label {label!r} has no Jira-safe form (empty or longer than 255 characters)")
+    return safe
+
+
+def _arming_labels(root: object) -> list[tuple[str, object]]:
+    """(key path, label) of every label that arms Jira tickets: ``routing.autoExecuteLabels`` and the Jira poll
+    sources' own ``labels``, as written in the file."""
+    if not isinstance(root, dict):
+        return []
+    found: list[tuple[str, object]] = []
+    routing = root.get("routing")
+    labels = routing.get("autoExecuteLabels") if isinstance(routing, dict) else None
+    if isinstance(labels, list):
+        found += [(f"routing.autoExecuteLabels[{i}]", label) for i, label in enumerate(labels)]
+    polling = root.get("polling")
+    sources = polling.get("sources") if isinstance(polling, dict) else None
+    for i, source in enumerate(sources if isinstance(sources, list) else []):
+        if isinstance(source, dict) and source.get("provider") == "jira" and isinstance(source.get("labels"), list):
+            found += [(f"polling.sources[{i}].labels[{j}]", label) for j, label in enumerate(source["labels"])]
+    return found
 
 
 def is_loopback(host: str) -> bool:
@@ -107,6 +134,18 @@ class JiraSettings(Section):
             raise ValueError(f"deployment {self.deployment} needs integrations.jira.api.emailEnv (e.g. JIRA_EMAIL)")
         if not self.projects:
             raise ValueError("integrations.jira.projects must name at least one project key")
+        return self
+
+    @model_validator(mode="after")
+    def _labels_cross_safely(self, info: ValidationInfo) -> JiraSettings:
+        """J27, checked at load: every label that arms a Jira ticket must have a Jira-safe form."""
+        if not self.site:
+            return self
+        for key, label in _arming_labels((info.context or {}).get("root")):
+            try:
+                safe_label(label if isinstance(label, str) else "")
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
         return self
 
     @property
