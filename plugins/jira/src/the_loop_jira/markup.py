@@ -205,27 +205,45 @@ def to_adf(markdown: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- ADF → wiki
 
 
-def _wiki_inline(nodes: list[dict[str, Any]]) -> str:
+# How each ADF text mark is spelled in the two targets (``{text}``, and ``{href}`` for links).
+_WIKI_MARKS = {
+    "strong": "*{text}*",
+    "em": "_{text}_",
+    "strike": "-{text}-",
+    "code": "{{{{{text}}}}}",
+    "link": "[{text}|{href}]",
+}
+_MD_MARKS = {
+    "strong": "**{text}**",
+    "em": "*{text}*",
+    "strike": "~~{text}~~",
+    "code": "`{text}`",
+    "link": "[{text}]({href})",
+}
+
+
+def _render_inline(nodes: list[dict[str, Any]], marks: dict[str, str], hard_break: str) -> str:
+    """ADF inline nodes as text in one target's spelling; a mention is its display text."""
     out = []
     for node in nodes or ():
-        if node.get("type") == "hardBreak":
-            out.append("\\\\\n")
+        kind = node.get("type")
+        if kind == "hardBreak":
+            out.append(hard_break)
+            continue
+        if kind == "mention":
+            out.append(str((node.get("attrs") or {}).get("text", "")))
             continue
         text = str(node.get("text", ""))
         for mark in node.get("marks") or ():
-            kind = mark.get("type")
-            if kind == "strong":
-                text = f"*{text}*"
-            elif kind == "em":
-                text = f"_{text}_"
-            elif kind == "strike":
-                text = f"-{text}-"
-            elif kind == "code":
-                text = f"{{{{{text}}}}}"
-            elif kind == "link":
-                text = f"[{text}|{(mark.get('attrs') or {}).get('href', '')}]"
+            template = marks.get(str(mark.get("type")))
+            if template is not None:
+                text = template.format(text=text, href=(mark.get("attrs") or {}).get("href", ""))
         out.append(text)
     return "".join(out)
+
+
+def _wiki_inline(nodes: list[dict[str, Any]]) -> str:
+    return _render_inline(nodes, _WIKI_MARKS, "\\\\\n")
 
 
 def _wiki_block(node: dict[str, Any], depth: str = "") -> str:
@@ -277,30 +295,7 @@ def adf_to_wiki(doc: dict[str, Any]) -> str:
 
 
 def _md_inline(nodes: list[dict[str, Any]]) -> str:
-    out = []
-    for node in nodes or ():
-        kind = node.get("type")
-        if kind == "hardBreak":
-            out.append("\n")
-            continue
-        if kind == "mention":
-            out.append(str((node.get("attrs") or {}).get("text", "")))
-            continue
-        text = str(node.get("text", ""))
-        for mark in node.get("marks") or ():
-            mark_kind = mark.get("type")
-            if mark_kind == "strong":
-                text = f"**{text}**"
-            elif mark_kind == "em":
-                text = f"*{text}*"
-            elif mark_kind == "strike":
-                text = f"~~{text}~~"
-            elif mark_kind == "code":
-                text = f"`{text}`"
-            elif mark_kind == "link":
-                text = f"[{text}]({(mark.get('attrs') or {}).get('href', '')})"
-        out.append(text)
-    return "".join(out)
+    return _render_inline(nodes, _MD_MARKS, "\n")
 
 
 def _md_block(node: dict[str, Any]) -> str:
