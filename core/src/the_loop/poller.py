@@ -5,23 +5,37 @@ that ``polling.sources`` names, adds up the counters they return, and records th
 ``poll-status.json`` (atomically, after every cycle, kept when the poller exits; no pid — liveness comes from the
 lock). A source that raises is one error and one ``degraded`` scope, never the end of the poller; every failed
 scope, raised or reported, gets a ``poll.scope_error`` event here, so sources need not write their own.
+
+Also here, for every source: :class:`PollClocks` (``local/poll-clocks.json``: when this machine last listed each
+ref, and last asked whether an unlisted one had ended), :func:`delivery_status` (what became of an event a source
+put in the inbox: the only evidence of delivery a ledger may act on) and :func:`ledger_only_due` (the lazy closure
+schedule of ledger-only records: sixty cycles' worth of ``intervalSeconds``, at most twenty per source per cycle).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
 from the_loop.interfaces import PollSource, ServiceContext
-from the_loop.state import StateError, atomic_write_json
+from the_loop.state import StateError, StateLayout, atomic_write_json, locked, read_json
+
+if TYPE_CHECKING:
+    from the_loop.inbox import Inbox
 
 COUNTERS = ("itemsSeen", "spawns", "commentsForwarded", "closures", "failures", "errors", "scopesPolled")
 SLEEP_STEP = 0.1  # SIGTERM is honoured within this (plus the running source's own step)
 ERROR_CHARS = 300
+LEDGER_RECHECK_EVERY_CYCLES = 60  # a ledger-only record is asked whether it ended once per this many cycles
+LEDGER_CHECKS_PER_CYCLE = 20  # … and at most this many such questions per source per cycle
+CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt")
+
+DeliveryStatus = Literal["inflight", "done", "failed", "unknown"]
 
 
 def empty_cycle() -> dict[str, Any]:
@@ -80,9 +94,9 @@ class Heartbeat:
         self.path = path
         self.data: dict[str, Any] = {
             "startedAt": events.timestamp(),
-            "lastCycleAt": None,
+            "lastCycleAt": "",  # no cycle yet (seed 004): "" and {}, never a guess
             "intervalSeconds": interval,
-            "lastCycle": None,
+            "lastCycle": {},
         }
         self.warned = False
 
@@ -124,7 +138,7 @@ def run_service(ctx: ServiceContext) -> None:
     sources = configured_sources(ctx)
     heartbeat = Heartbeat(ctx.config.state.poll_status_path, interval)
     heartbeat.record()
-    events.emit("poller.started", interval_seconds=interval, sources=[source.name for source in sources])
+    events.emit("poller.started", interval_seconds=interval, sources=[source.name for source in sources], once=ctx.once)
     cycles = 0
     while not ctx.should_stop():
         began = time.monotonic()
@@ -148,3 +162,93 @@ def run_service(ctx: ServiceContext) -> None:
             break
         sleep_until(began + interval, ctx)
     events.emit("poller.stopped", cycles=cycles)
+
+
+# ------------------------------------------------------------------------------------------- shared pieces
+
+
+def delivery_status(inbox: Inbox, key: str, rounds: int = 1) -> DeliveryStatus:
+    """What became of the event put in the inbox under ``key`` (``rounds`` times so far).
+
+    ``inflight``: still pending (routing or retrying) — wait, spend nothing. ``done``: settled by the router
+    (delivered, spawned, or deliberately dropped: paused, awaiting start, a control command executed). ``failed``:
+    the latest round was abandoned after every inbox attempt — a real failure, the one a retry budget counts.
+    ``unknown``: none of those (settled so long ago that the completed keys no longer hold it).
+    """
+    from the_loop.inbox import key_digest
+
+    digest = key_digest(key)
+    suffix = f"-{digest}.json"
+    try:
+        if any(name.endswith(suffix) for name in os.listdir(inbox.dir)):
+            return "inflight"
+    except FileNotFoundError:
+        return "unknown"
+    if digest in inbox._completed():  # the inbox's own view of settled keys (re-read only when it changed)
+        return "done"
+    try:
+        abandoned = sum(1 for name in os.listdir(inbox.abandoned_dir) if name.endswith(suffix))
+    except FileNotFoundError:
+        abandoned = 0
+    return "failed" if abandoned >= max(rounds, 1) else "unknown"
+
+
+class PollClocks:
+    """``local/poll-clocks.json``: ``{"clocks": {<ref>: {"lastPolledAt", "closureCheckedAt"}}}``.
+
+    Best-effort (seed 004, issue-382): an unreadable file reads as empty (everything due), a failed write is
+    reported once and never stops a cycle. Writes are read-modify-write under ``local/locks/poll-clocks.lock``,
+    the lock the reset path takes to drop an entry.
+    """
+
+    def __init__(self, layout: StateLayout) -> None:
+        self.layout = layout
+        self.path = layout.local_dir / "poll-clocks.json"
+        self.warned = False
+
+    def read(self) -> dict[str, dict[str, str]]:
+        data = read_json(self.path) or {}
+        clocks = data.get("clocks") if isinstance(data, dict) else None
+        if not isinstance(clocks, dict):
+            return {}
+        return {
+            str(ref): {k: v for k, v in entry.items() if k in CLOCK_KEYS and isinstance(v, str)}
+            for ref, entry in clocks.items()
+            if isinstance(entry, dict)
+        }
+
+    def update(self, changes: Mapping[str, Mapping[str, str] | None]) -> None:
+        """Merge ``{ref: {key: stamp}}`` into the file; a value of None drops the ref."""
+        if not changes:
+            return
+        try:
+            with locked(self.layout.lock_for("poll-clocks")):
+                clocks = self.read()
+                for ref, entry in changes.items():
+                    if entry is None:
+                        clocks.pop(ref, None)
+                    else:
+                        clocks[ref] = {**clocks.get(ref, {}), **{k: v for k, v in entry.items() if k in CLOCK_KEYS}}
+                atomic_write_json(self.path, {"clocks": dict(sorted(clocks.items()))})
+        except (StateError, OSError) as exc:
+            if not self.warned:
+                self.warned = True
+                print(f"warning: poll clocks not recorded (the poller carries on): {exc}", file=sys.stderr, flush=True)
+
+
+def ledger_only_due(
+    refs: Iterable[str], clocks: Mapping[str, Mapping[str, str]], interval: int, now: float | None = None
+) -> list[str]:
+    """The ledger-only refs due for a closure question, longest-absent first (then by ref): due once the later of
+    ``lastPolledAt`` and ``closureCheckedAt`` is sixty cycles' worth of ``interval`` old; unknown or unparseable
+    stamps are due now. The caller takes at most :data:`LEDGER_CHECKS_PER_CYCLE` of them."""
+    now = time.time() if now is None else now
+    window = LEDGER_RECHECK_EVERY_CYCLES * max(interval, 1)
+    due: list[tuple[float, str]] = []
+    for ref in refs:
+        entry = clocks.get(ref, {})
+        stamps = [events.parse_instant(entry[key]) for key in CLOCK_KEYS if entry.get(key)]
+        last = max((stamp for stamp in stamps if stamp is not None), default=None)
+        if last is None or last <= now - window:
+            due.append((last if last is not None else 0.0, ref))
+    return [ref for _, ref in sorted(due)]

@@ -274,7 +274,18 @@ def status_report(config: LoadedConfig, specs: list[ServiceSpec]) -> dict[str, A
         "stateRoot": str(config.state.root),
         "services": rows,
         "ok": all(row["running"] for row in rows if row["enabled"]),
+        "channelBacklog": _channel_backlog(config),
     }
+
+
+def _channel_backlog(config: LoadedConfig) -> dict[str, Any] | None:
+    """The undelivered channel queue while it holds anything (never changes the exit code)."""
+    from the_loop import channel_outbox
+
+    try:
+        return channel_outbox.backlog(config)
+    except Exception:  # status is read-only and must not fail on a broken queue file
+        return None
 
 
 def format_age(seconds: float) -> str:
@@ -331,6 +342,11 @@ def heartbeat_lines(row: dict[str, Any], now: float | None = None) -> list[str]:
     for scope in failed if isinstance(failed, list) else []:
         if isinstance(scope, dict):
             lines.append(INDENT + f"degraded:   {scope.get('scope', '?')} — {scope.get('error', '?')}")
+    skipped = cycle.get("scopesSkipped")
+    for scope in skipped if isinstance(skipped, list) else []:
+        lines.append(INDENT + f"degraded:   {scope} — skipped (a standing permanent failure; re-probed later)")
+    if "scopesPolled" in cycle and _count(cycle, "scopesPolled") == 0:
+        lines.append(INDENT + "degraded:   no repository was polled")
     return lines
 
 
@@ -357,6 +373,13 @@ def format_status(report: dict[str, Any], config_found: bool) -> list[str]:
             lines.extend(INDENT + f"problem:    {problem}" for problem in row["problems"])
         if row["service"] == POLLER:
             lines.extend(heartbeat_lines(row))
+    backlog = report.get("channelBacklog")
+    if backlog:
+        error = f"; last error: {backlog['lastError']}" if backlog.get("lastError") else ""
+        lines.append(
+            f"{'channels':<{NAME_WIDTH}} {backlog['count']} undelivered, oldest "
+            f"{format_age(backlog['oldestAgeSeconds'])} old{error}"
+        )
     return lines
 
 

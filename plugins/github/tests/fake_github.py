@@ -16,12 +16,14 @@ Usage::
 Routes: ``GET /repos/{o}/{r}``, ``GET /repos/{o}/{r}/issues/{n}``, ``GET /repos/{o}/{r}/pulls/{n}``,
 ``GET|POST /repos/{o}/{r}/issues/{n}/comments``, ``GET /repos/{o}/{r}/issues/{n}/labels``,
 ``GET /repos/{o}/{r}/issues/comments/{id}``, ``GET /repos/{o}/{r}/pulls/comments/{id}``, ``POST`` reactions on
-``issues/comments/{id}``, ``pulls/comments/{id}`` and ``issues/{n}``, and ``GET /rate_limit``. A ``prefix`` (such
+``issues/comments/{id}``, ``pulls/comments/{id}`` and ``issues/{n}``, ``GET /rate_limit``, and ``POST /graphql``
+(a pull request's ``closingIssuesReferences`` only, set with :meth:`FakeGitHub.closes`). A ``prefix`` (such
 as ``/api/v3``) makes it look like a GitHub Enterprise Server API.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -29,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 REDACTED = "<redacted>"
@@ -47,6 +49,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     login: str | None
+    status: int = 0  # what the fake answered (304: a conditional hit GitHub does not count)
 
 
 @dataclass
@@ -56,6 +59,8 @@ class Fault:
     status: int | None  # None: answer normally after the delay; 0: close the connection without answering
     delay: float
     remaining: int | None
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. X-RateLimit-Remaining / Retry-After
+    message: str = "injected fault"
 
 
 @dataclass
@@ -70,6 +75,11 @@ class Item:
     merged: bool
     body: str
     comments: list[int] = field(default_factory=list)
+    reviews: list[dict[str, Any]] = field(default_factory=list)  # pull request reviews (any state)
+    author: str = "octocat"
+    updated_at: str = "2026-01-01T00:00:00Z"
+    closed_by: str | None = None
+    state_reason: str | None = None
 
 
 class FakeGitHub:
@@ -82,8 +92,10 @@ class FakeGitHub:
         self.comments: dict[int, dict[str, Any]] = {}  # issue comments and review comments, by id
         self.reactions: list[dict[str, Any]] = []
         self.faults: list[Fault] = []
+        self.closing: dict[tuple[str, int], list[tuple[str, int]]] = {}  # PR → issues it closes (GraphQL)
         self.lock = threading.RLock()
         self._next_id = 1000
+        self._tick = 1767225600  # 2026-01-01T00:00:00Z; every change moves this server clock one second on
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -145,11 +157,13 @@ class FakeGitHub:
         pull_request: bool = False,
         merged: bool = False,
         body: str = "",
+        author: str = "octocat",
     ) -> Item:
         """Add an issue (or, with ``pull_request=True``, a pull request) to ``full_name``, creating the repo."""
         with self.lock:
             self.add_repo(full_name)
-            item = Item(number, title, state, list(labels), pull_request, merged, body)
+            item = Item(number, title, state, list(labels), pull_request, merged, body, author=author)
+            item.updated_at = self.stamp()
             self.items[(full_name.lower(), number)] = item
             return item
 
@@ -160,7 +174,55 @@ class FakeGitHub:
             comment_id = self._id()
             self.comments[comment_id] = self._comment_json(full_name, number, comment_id, body, login, review)
             item.comments.append(comment_id)
+            item.updated_at = self.comments[comment_id]["updated_at"]
             return comment_id
+
+    def add_inline_comment(self, full_name: str, number: int, body: str, path: str, line: int, login: str) -> int:
+        """A review comment on a pull request's diff (``GET /pulls/{n}/comments``)."""
+        comment_id = self.add_comment(full_name, number, body, login, review=True)
+        with self.lock:
+            self.comments[comment_id].update(path=path, line=line, node_id=f"PRRC_fake{comment_id}")
+        return comment_id
+
+    def add_review(
+        self, full_name: str, number: int, body: str, state: str = "COMMENTED", login: str = "octocat"
+    ) -> int:
+        """A pull request review (``GET /pulls/{n}/reviews``); a PENDING one has no ``submitted_at``."""
+        with self.lock:
+            item = self.items[(full_name.lower(), number)]
+            review_id = self._id()
+            stamp = self.stamp()
+            item.reviews.append(
+                {
+                    "id": review_id,
+                    "node_id": f"PRR_fake{review_id}",
+                    "user": {"login": login, "type": "User"},
+                    "body": body,
+                    "state": state,
+                    "html_url": f"https://github.com/{full_name}/pull/{number}#pullrequestreview-{review_id}",
+                    "submitted_at": None if state == "PENDING" else stamp,
+                }
+            )
+            item.updated_at = stamp
+            return review_id
+
+    def close(self, full_name: str, number: int, *, by: str | None = None, reason: str = "completed") -> None:
+        """Close (a pull request: merge, when it was created ``merged=True``) an item, as ``by``."""
+        with self.lock:
+            item = self.items[(full_name.lower(), number)]
+            item.state, item.closed_by, item.state_reason = "closed", by, reason
+            item.updated_at = self.stamp()
+
+    def stamp(self) -> str:
+        """The fake server's clock, one second on per change, so ``since`` and ``updated_at`` order strictly."""
+        with self.lock:
+            self._tick += 1
+            return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._tick))
+
+    def conditional_hits(self) -> int:
+        """Requests answered 304 (GitHub does not count them against the rate limit)."""
+        with self.lock:
+            return sum(1 for r in self.requests if r.status == 304)
 
     def comments_on(self, full_name: str, number: int) -> list[dict[str, Any]]:
         with self.lock:
@@ -168,12 +230,43 @@ class FakeGitHub:
             return [self.comments[i] for i in item.comments] if item else []
 
     def fault(
-        self, method: str, path: str, *, status: int | None = None, delay: float = 0.0, times: int | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        status: int | None = None,
+        delay: float = 0.0,
+        times: int | None = None,
+        headers: dict[str, str] | None = None,
+        message: str = "injected fault",
     ) -> None:
         """Make requests matching ``method`` and the ``path`` regex (full match, without the prefix) fail with
-        ``status`` (0 drops the connection) and/or wait ``delay`` seconds, ``times`` times (None: always)."""
+        ``status`` (0 drops the connection) and/or wait ``delay`` seconds, ``times`` times (None: always);
+        ``headers`` and ``message`` go with the failure (rate-limit headers, "Issues are disabled …")."""
         with self.lock:
-            self.faults.append(Fault(method.upper(), re.compile(path), status, delay, times))
+            self.faults.append(
+                Fault(method.upper(), re.compile(path), status, delay, times, dict(headers or {}), message)
+            )
+
+    def closes(self, full_name: str, number: int, *issues: tuple[str, int]) -> None:
+        """Make PR ``number`` report ``issues`` (``(full name, number)``) as its GraphQL closingIssuesReferences."""
+        with self.lock:
+            self.closing[(full_name.lower(), number)] = list(issues)
+
+    def _graphql(self, body: Any) -> tuple[int, Any]:
+        """``POST /graphql``: only the closingIssuesReferences query (variables owner, name, number)."""
+        variables = body.get("variables") if isinstance(body, dict) else None
+        if not isinstance(variables, dict) or "closingIssuesReferences" not in str(body.get("query")):
+            return 200, {"errors": [{"message": "unsupported query"}]}
+        key = (f"{variables.get('owner')}/{variables.get('name')}".lower(), variables.get("number"))
+        item = self.items.get(key)  # type: ignore[arg-type]
+        if item is None or not item.pull_request:
+            return 200, {"data": {"repository": None}, "errors": [{"type": "NOT_FOUND", "message": "not found"}]}
+        nodes = [
+            {"number": n, "url": f"https://github.com/{repo}/issues/{n}", "repository": {"nameWithOwner": repo}}
+            for repo, n in self.closing.get(key, [])  # type: ignore[arg-type]
+        ]
+        return 200, {"data": {"repository": {"pullRequest": {"closingIssuesReferences": {"nodes": nodes}}}}}
 
     def clear_faults(self) -> None:
         with self.lock:
@@ -199,6 +292,7 @@ class FakeGitHub:
         kind = "pulls" if review else "issues"
         anchor = f"discussion_r{comment_id}" if review else f"issuecomment-{comment_id}"
         page = "pull" if review else "issues"
+        stamp = self.stamp()
         return {
             "id": comment_id,
             "node_id": f"IC_fake{comment_id}",
@@ -206,8 +300,8 @@ class FakeGitHub:
             "html_url": f"https://github.com/{full_name}/{page}/{number}#{anchor}",
             "body": body,
             "user": {"login": login, "type": "User"},
-            "created_at": "2026-01-01T00:00:00Z",
-            "updated_at": "2026-01-01T00:00:00Z",
+            "created_at": stamp,
+            "updated_at": stamp,
         }
 
     def _item_json(self, full_name: str, item: Item) -> dict[str, Any]:
@@ -222,7 +316,10 @@ class FakeGitHub:
             "html_url": f"https://github.com/{full_name}/{'pull' if item.pull_request else 'issues'}/{item.number}",
             "labels": [{"name": name, "color": "ededed"} for name in item.labels],
             "comments": len(item.comments),
-            "user": {"login": "octocat", "type": "User"},
+            "user": {"login": item.author, "type": "User"},
+            "updated_at": item.updated_at,
+            "closed_by": {"login": item.closed_by, "type": "User"} if item.closed_by else None,
+            "state_reason": item.state_reason,
         }
         if item.pull_request:
             data["pull_request"] = {
@@ -241,9 +338,11 @@ class FakeGitHub:
 
     # ---------------------------------------------------------------------------------------- routing
 
-    def answer(self, method: str, path: str, body: Any, login: str | None) -> tuple[int, Any]:
-        """The status and JSON body for one authenticated request."""
+    def answer(self, method: str, path: str, body: Any, login: str | None, query: str = "") -> tuple[Any, ...]:
+        """The status and JSON body (and extra headers, such as ``Link``) for one authenticated request."""
         with self.lock:
+            if method == "POST" and path == "/graphql":
+                return self._graphql(body)
             if method == "GET" and path == "/rate_limit":
                 core = {"limit": 5000, "remaining": 4999, "reset": int(time.time()) + 3600, "used": 1}
                 return 200, {"resources": {"core": core}, "rate": core}
@@ -252,9 +351,54 @@ class FakeGitHub:
                 return 404, {"message": "Not Found"}
             full_name = self.repos[f"{match[1]}/{match[2]}".lower()]
             rest = match[3] or ""
-            return self._repo_route(method, full_name, rest, body, login)
+            if method == "GET" and rest in ("/issues", "/pulls"):
+                return self._listing(full_name, rest == "/pulls", parse_qs(query))
+            if method == "GET" and (m := re.fullmatch(r"/pulls/(\d+)/(reviews|comments)", rest)):
+                return self._pull_surface(full_name, int(m[1]), m[2], parse_qs(query))
+            return self._repo_route(method, full_name, rest, body, login, query)
 
-    def _repo_route(self, method: str, full_name: str, rest: str, body: Any, login: str | None) -> tuple[int, Any]:
+    def _listing(self, full_name: str, pulls_only: bool, query: dict[str, list[str]]) -> tuple[Any, ...]:
+        """``GET /issues`` (issues and pull requests, every label required) or ``GET /pulls``, open ones newest
+        updated first, paginated with a ``Link`` header."""
+        state = query.get("state", ["open"])[0]
+        wanted = [name for name in query.get("labels", [""])[0].split(",") if name]
+        found = [
+            item
+            for (repo, _), item in self.items.items()
+            if repo == full_name.lower()
+            and (state == "all" or item.state == state)
+            and (item.pull_request or not pulls_only)
+            and all(name in item.labels for name in wanted)
+        ]
+        found.sort(key=lambda item: (item.updated_at, item.number), reverse=True)
+        render = self._pull_json if pulls_only else self._item_json
+        path = f"/repos/{full_name}/{'pulls' if pulls_only else 'issues'}"
+        return self._page([render(full_name, item) for item in found], query, path)
+
+    def _pull_surface(self, full_name: str, number: int, surface: str, query: dict[str, list[str]]) -> tuple[Any, ...]:
+        item = self.items.get((full_name.lower(), number))
+        if item is None or not item.pull_request:
+            return 404, {"message": "Not Found"}
+        if surface == "reviews":
+            return self._page(list(item.reviews), query, f"/repos/{full_name}/pulls/{number}/reviews")
+        since = query.get("since", [""])[0]
+        found = [self.comments[i] for i in item.comments if "/pulls/" in self.comments[i]["url"]]
+        found = [c for c in found if c["updated_at"] >= since]
+        return self._page(found, query, f"/repos/{full_name}/pulls/{number}/comments")
+
+    def _page(self, rows: list[Any], query: dict[str, list[str]], path: str) -> tuple[Any, ...]:
+        per_page = max(1, min(100, int(query.get("per_page", ["30"])[0] or 30)))
+        page = max(1, int(query.get("page", ["1"])[0] or 1))
+        chunk = rows[(page - 1) * per_page : page * per_page]
+        if page * per_page >= len(rows):
+            return 200, chunk
+        rest = {k: v[0] for k, v in query.items() if k != "page"}
+        following = urlencode({**rest, "page": page + 1})
+        return 200, chunk, {"Link": f'<{self._base()}{path}?{following}>; rel="next"'}
+
+    def _repo_route(
+        self, method: str, full_name: str, rest: str, body: Any, login: str | None, query: str = ""
+    ) -> tuple[int, Any]:
         key = full_name.lower()
         owner, name = full_name.split("/")
         if method == "GET" and rest == "":
@@ -292,7 +436,9 @@ class FakeGitHub:
             if method == "GET" and sub == "/labels":
                 return 200, [{"name": label, "color": "ededed"} for label in item.labels]
             if method == "GET" and sub == "/comments":
-                return 200, [self.comments[i] for i in item.comments]
+                since = parse_qs(query).get("since", [""])[0]
+                found = [self.comments[i] for i in item.comments if "/pulls/" not in self.comments[i]["url"]]
+                return self._page([c for c in found if c["updated_at"] >= since], parse_qs(query), rest)  # type: ignore[return-value]
             if method == "POST" and sub == "/comments":
                 text = body.get("body") if isinstance(body, dict) else None
                 if not isinstance(text, str) or not text:
@@ -301,6 +447,7 @@ class FakeGitHub:
                 comment = self._comment_json(full_name, item.number, comment_id, text, login or "?", False)
                 self.comments[comment_id] = comment
                 item.comments.append(comment_id)
+                item.updated_at = comment["updated_at"]
                 return 201, comment
             if method == "POST" and sub == "/reactions":
                 return self._react(("issue", key, item.number), body, login)
@@ -334,6 +481,7 @@ class FakeGitHub:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGitHub
     protocol_version = "HTTP/1.1"  # keep-alive, as PyGithub's session expects
+    disable_nagle_algorithm = True  # headers and body are separate writes: without this, each answer waits ~40 ms
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
@@ -354,8 +502,10 @@ class _Handler(BaseHTTPRequestHandler):
         token = authorization.split(" ", 1)[1].strip() if " " in authorization else ""
         login = fake.tokens.get(token) if token else None
         headers = {k: (REDACTED if k.lower() == "authorization" else v) for k, v in self.headers.items()}
+        recorded = Recorded(self.command, path, parts.query, headers, body, login)
+        self._recorded = recorded
         with fake.lock:
-            fake.requests.append(Recorded(self.command, path, parts.query, headers, body, login))
+            fake.requests.append(recorded)
             fault = next((f for f in fake.faults if f.method == self.command and f.pattern.fullmatch(path)), None)
             if fault is not None and fault.remaining is not None:
                 fault.remaining -= 1
@@ -368,22 +518,31 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.close()
                 return
             if fault.status is not None:
-                self._send(fault.status, {"message": "injected fault"})
+                self._send(fault.status, {"message": fault.message}, fault.headers)
                 return
         if fake.tokens and login is None:  # no token, or one the fake does not know
             self._send(401, {"message": "Bad credentials"})
             return
-        status, answer = fake.answer(self.command, path, body, login)
-        self._send(status, answer)
+        result = fake.answer(self.command, path, body, login, parts.query)
+        self._send(result[0], result[1], result[2] if len(result) > 2 else None)
 
-    def _send(self, status: int, answer: Any) -> None:
+    def _send(self, status: int, answer: Any, extra: dict[str, str] | None = None) -> None:
         data = json.dumps(answer).encode()
+        etag = f'"{hashlib.sha1(data).hexdigest()}"'
+        if self.command == "GET" and status == 200 and self.headers.get("If-None-Match") == etag:
+            status, data = 304, b""  # unchanged: a conditional hit, free on GitHub
+        self._recorded.status = status
+        extra = dict(extra or {})
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
+        if self.command == "GET" and status in (200, 304):
+            self.send_header("ETag", etag)
         self.send_header("X-RateLimit-Limit", "5000")
-        self.send_header("X-RateLimit-Remaining", "4999")
-        self.send_header("X-RateLimit-Reset", str(int(time.time()) + 3600))
+        self.send_header("X-RateLimit-Remaining", extra.pop("X-RateLimit-Remaining", "4999"))
+        self.send_header("X-RateLimit-Reset", extra.pop("X-RateLimit-Reset", str(int(time.time()) + 3600)))
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 

@@ -1,0 +1,757 @@
+"""The GitHub poller (poller.md B §7 scenarios, §8 regressions) against the fake GitHub API over real HTTP, with the
+real daemon (``the-loop daemon run poller``), real tmux on a private server and the fake harness.
+
+Each ``--once`` run is one cycle in a fresh process, so every cycle here is also a restart: nothing may be forwarded
+twice or lost across processes (B11). Cost scenarios (B26) run cycles in-process against one source.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_github import BOT, TOKEN, FakeGitHub
+
+from the_loop.fake_harness import FakeHarness
+from the_loop.testing import LoopEnv, kill_lock_holders, wait_for
+
+AUTO = "the-loop: auto-execute"
+REPO = "octo/repo"
+REF1 = "github:octo/repo#1"
+MARKER = "<!-- the-loop:agent-comment -->"
+
+
+class World:
+    """The operator's machine with the poller configured against the fake, and helpers to look at what it did."""
+
+    def __init__(self, env: LoopEnv, fake: FakeGitHub, socket: str, logs: Path) -> None:
+        self.env, self.fake, self.socket, self.logs = env, fake, socket, logs
+        self.processes: list[subprocess.Popen[str]] = []
+
+    # ------------------------------------------------------------------------------------------ running
+
+    def cycle(self, times: int = 1) -> None:
+        """Run ``times`` cycles, each one ``daemon run poller --once`` (a cycle, then its inbox routed)."""
+        for _ in range(times):
+            result = self.env.run("daemon", "run", "poller", "--once", timeout=90)
+            assert result.returncode == 0, result.stderr
+
+    def start(self) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-m", "the_loop", "-c", str(self.env.config_path), "daemon", "run", "poller"]
+        process = subprocess.Popen(argv, cwd=self.env.cwd, env=self.env.env, stderr=subprocess.PIPE, text=True)
+        self.processes.append(process)
+        return process
+
+    def stop(self, process: subprocess.Popen[str]) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+    # -------------------------------------------------------------------------------------------- state
+
+    def record(self, number: int = 1) -> dict[str, Any]:
+        path = self.env.root / "portable" / f"github-octo-repo-{number}.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def ledger(self, number: int = 1) -> dict[str, Any]:
+        return self.record(number).get("poll") or {}
+
+    def session(self, number: int = 1) -> dict[str, Any] | None:
+        path = self.env.root / "local" / f"github-octo-repo-{number}.json"
+        if not path.exists():
+            return None
+        return json.loads(path.read_text())["sessions"].get(f"github:octo/repo#{number}")
+
+    def harness(self, number: int = 1) -> FakeHarness:
+        session = self.session(number)
+        assert session is not None, f"no session for #{number}"
+        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl")
+
+    def pasted(self, number: int = 1) -> list[str]:
+        """Every message submitted to the item's harness (a paste is one submitted message)."""
+        session = self.session(number)
+        if session is None:
+            return []
+        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl").submitted()
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [record for record in self.env.events() if record["event"] == name]
+
+    def heartbeat(self) -> dict[str, Any]:
+        return json.loads((self.env.root / "poll-status.json").read_text())
+
+    def clocks(self) -> dict[str, Any]:
+        path = self.env.root / "local" / "poll-clocks.json"
+        return json.loads(path.read_text())["clocks"] if path.exists() else {}
+
+
+def body_count(world: World, number: int, text: str) -> int:
+    """How many times ``text`` reached the session's harness log (each paste is one submitted message)."""
+    return sum(text in line for line in world.pasted(number))
+
+
+@pytest.fixture
+def world(gh_env: LoopEnv) -> Iterator[Callable[..., World]]:
+    made: list[tuple[World, FakeGitHub]] = []
+
+    def make(*, routing: dict[str, Any] | None = None, repositories: list[str] | None = None, **polling: Any) -> World:
+        fake = FakeGitHub(tokens={TOKEN: BOT}).start()
+        socket = f"the-loop-test-{secrets.token_hex(6)}"
+        logs = gh_env.tmp / "harness-logs"
+        logs.mkdir(exist_ok=True)
+        (gh_env.tmp / "work").mkdir(exist_ok=True)
+        gh_env.env.update(THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"))
+        gh_env.write_config(
+            {
+                "version": "0.12.0",
+                "repositories": repositories or [REPO],
+                "routing": {
+                    "enabled": True,
+                    "defaultHarness": "fake",
+                    "spawnOnUnmatched": "labeled",
+                    "authorizedUsers": ["alice"],
+                    "spawnWorkdir": str(gh_env.tmp / "work"),
+                    "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+                    "control": {"requireStartCommand": False},
+                    **(routing or {}),
+                },
+                "polling": {
+                    "enabled": True,
+                    "intervalSeconds": 1,
+                    "maxRetries": 3,
+                    "sources": [{"provider": "github"}],
+                    **polling,
+                },
+                **fake.config(),
+            }
+        )
+        made_world = World(gh_env, fake, socket, logs)
+        made.append((made_world, fake))
+        return made_world
+
+    yield make
+    for made_world, fake in made:
+        for process in made_world.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        subprocess.run(["tmux", "-L", made_world.socket, "kill-server"], capture_output=True, timeout=10)
+        fake.stop()
+    kill_lock_holders(gh_env.root)
+
+
+# ---------------------------------------------------------------------------------------------- first sight
+
+
+def test_b1_first_sight_baselines_the_thread_and_spawns_once(world: Callable[..., World]) -> None:
+    w = world()
+    w.fake.add_issue(REPO, 1, title="Widget", labels=[AUTO], author="alice")
+    ids = [w.fake.add_comment(REPO, 1, f"old remark {n}", login="alice") for n in range(3)]
+    w.cycle(2)
+    session = w.session(1)
+    assert session is not None and session["tmuxTarget"] == "loop-github-octo-repo-1"
+    w.harness(1).wait_ready(timeout=20)
+    assert all(body_count(w, 1, f"old remark {n}") == 0 for n in range(3))
+    ledger = w.ledger(1)
+    own = {f"IC_fake{c['id']}" for c in w.fake.comments_on(REPO, 1) if MARKER in c["body"]}  # the announcement
+    assert sorted(ledger["seenComments"]) == sorted({f"IC_fake{i}" for i in ids} | own)
+    assert ledger["commentAttempts"] == {}
+    assert ledger["spawn"] == {}  # reset once the session exists
+    assert len(w.events("routing.routed")) == 1  # one presence sent
+    assert ledger["title"] == "Widget"
+
+
+def test_b2_b11_new_comment_is_pasted_exactly_once_across_restarts(world: Callable[..., World]) -> None:
+    w = world()
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.cycle(2)
+    w.harness(1).wait_ready(timeout=20)
+    cid = w.fake.add_comment(REPO, 1, "please fix the widget", login="alice")
+    started = w.heartbeat()["startedAt"]
+    w.cycle(3)  # three processes: every one of them a restart
+    assert w.heartbeat()["startedAt"] != started
+    wait_for(lambda: body_count(w, 1, "please fix the widget") == 1, timeout=20)
+    forwarded = w.events("poll.comment_forwarded")
+    assert [(e["comment_id"], e["attempt"]) for e in forwarded] == [(f"IC_fake{cid}", 1)]
+    ledger = w.ledger(1)
+    assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
+    time.sleep(0.5)
+    assert body_count(w, 1, "please fix the widget") == 1
+    assert len([p for p in w.env.root.glob("local/github-octo-repo-*.json")]) == 1  # no second session
+
+
+def test_b3_strangers_and_self_marked_comments_are_baselined_without_an_attempt(world: Callable[..., World]) -> None:
+    w = world()
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.cycle(2)
+    w.harness(1).wait_ready(timeout=20)
+    stranger = w.fake.add_comment(REPO, 1, "mallory says run rm", login="mallory")
+    own = w.fake.add_comment(REPO, 1, f"status update\n{MARKER}", login="alice")
+    w.cycle(1)
+    ledger = w.ledger(1)
+    assert {f"IC_fake{stranger}", f"IC_fake{own}"} <= set(ledger["seenComments"])
+    assert ledger["commentAttempts"] == {}
+    assert not w.events("poll.comment_forwarded")
+    assert body_count(w, 1, "mallory") == 0 and body_count(w, 1, "status update") == 0
+
+
+def established(w: World, number: int = 1, *, pull: bool = False) -> FakeHarness:
+    """Item ``number`` by alice, labelled, with a live session (first sight and its spawn)."""
+    w.fake.add_issue(REPO, number, labels=[AUTO], author="alice", pull_request=pull)
+    w.cycle(2)
+    harness = w.harness(number)
+    harness.wait_ready(timeout=20)
+    return harness
+
+
+def test_b4_pull_request_surfaces_reviews_and_inline_comments(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 2, pull=True)
+    w.fake.add_review(REPO, 2, "fix X", "COMMENTED", login="alice")
+    w.fake.add_review(REPO, 2, "", "APPROVED", login="alice")
+    w.fake.add_review(REPO, 2, "draft thoughts", "PENDING", login="alice")
+    w.fake.add_inline_comment(REPO, 2, "rename this", "a.py", 7, login="alice")
+    w.cycle(2)
+    wait_for(lambda: len([t for t in w.pasted(2) if "poll-comment-" in t]) == 2, timeout=20)
+    pasted = [t for t in w.pasted(2) if "poll-comment-" in t]
+    assert any("fix X" in t for t in pasted)
+    inline = next(t for t in pasted if "rename this" in t)
+    assert "a.py" in inline and "7" in inline
+    assert not any("draft thoughts" in t for t in w.pasted(2))
+    keys = [e["delivery_id"] for e in w.events("dispatch.succeeded") if "review" in e["delivery_id"]]
+    assert keys and all(k.startswith(("github:review:PRR_", "github:review-comment:PRRC_")) for k in keys)
+
+
+def test_b5_start_posted_before_first_sight_is_executed(world: Callable[..., World]) -> None:
+    w = world(routing={"control": {"requireStartCommand": True}})
+    w.fake.add_issue(REPO, 3, labels=[AUTO], author="alice")
+    w.fake.add_comment(REPO, 3, "chatter one", login="alice")
+    w.fake.add_comment(REPO, 3, "the-loop start", login="alice")
+    w.fake.add_comment(REPO, 3, "chatter two", login="alice")
+    w.cycle(1)
+    assert w.session(3) is not None
+    assert w.record(3)["control"]["command"] == "start" and w.record(3)["control"]["actor"] == "alice"
+    w.cycle(1)
+    assert not w.events("poll.spawn_failed")
+    assert all("chatter" not in text for text in w.pasted(3))
+
+
+def test_b6_issue_opened_by_a_stranger_waits_for_a_start(world: Callable[..., World]) -> None:
+    w = world()
+    w.fake.add_issue(REPO, 4, labels=[AUTO], author="mallory")
+    w.cycle(2)
+    assert w.session(4) is None
+    assert [e["actor"] for e in w.events("poll.unauthorized")] == ["mallory"]  # once, not every cycle
+    w.fake.add_comment(REPO, 4, "the-loop start", login="alice")
+    w.cycle(1)
+    assert w.session(4) is not None
+
+
+# ------------------------------------------------------------------------------------------------ closure
+
+
+def closure_questions(w: World, number: int) -> int:
+    return len(w.fake.calls("GET", f"/repos/octo/repo/issues/{number}"))
+
+
+def test_b15_closed_issue_ends_through_the_close_path(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    w.fake.close(REPO, 1, by="bob", reason="completed")
+    w.cycle(1)
+    detected = w.events("poll.closure_detected")
+    assert [(e["state"], e["kind"]) for e in detected] == [("closed", "issue")]
+    ended = w.record(1)["ended"]
+    assert (ended["state"], ended["reason"], ended["source"], ended["actor"]) == (
+        "closed",
+        "issue-closed",
+        "poll",
+        "bob",
+    )
+    assert [e["reason"] for e in w.events("cleanup.deferred")] == ["unauthorized-actor"]
+    assert "poll" not in w.record(1)
+    assert REF1 not in w.clocks()
+    has = subprocess.run(["tmux", "-L", w.socket, "has-session", "-t", "=loop-github-octo-repo-1"], timeout=10)
+    assert has.returncode == 0  # kept for a person to read: the closer was not authorized to clean up
+    asked = closure_questions(w, 1)
+    w.cycle(2)
+    assert closure_questions(w, 1) == asked  # never asked again
+
+
+def test_b16_merged_pull_request_ends_as_merged(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 2, pull=True)
+    w.fake.items[("octo/repo", 2)].merged = True
+    w.fake.close(REPO, 2, by="alice")
+    w.cycle(1)
+    ended = w.record(2)["ended"]
+    assert (ended["state"], ended["reason"], ended["kind"]) == ("merged", "pr-merged", "pull-request")
+    assert [(e["state"], e["kind"]) for e in w.events("poll.closure_detected")] == [("merged", "pull-request")]
+
+
+def test_b17_failed_listing_never_closes(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    w.fake.close(REPO, 1, by="alice")
+    w.fake.fault("GET", "/repos/octo/repo/issues", status=500)
+    w.cycle(1)
+    assert closure_questions(w, 1) == 0
+    assert w.session(1)["status"] == "active"
+    failed = w.heartbeat()["lastCycle"]["scopesFailed"]
+    assert failed[0]["scope"] == "octo/repo" and failed[0]["permanent"] is False
+    assert w.events("poll.scope_error")
+
+
+def test_b19_label_removed_still_open_is_asked_every_cycle_and_kept(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    w.fake.items[("octo/repo", 1)].labels = []
+    w.cycle(3)
+    assert closure_questions(w, 1) == 3
+    assert w.session(1)["status"] == "active" and "ended" not in w.record(1)
+
+
+def test_b21_reopened_item_is_first_sight_again(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    before = w.session(1)["harnessSessionId"]
+    w.fake.close(REPO, 1, by="bob")
+    w.cycle(1)
+    assert "ended" in w.record(1)
+    w.fake.add_comment(REPO, 1, "said while closed", login="alice")
+    item = w.fake.items[("octo/repo", 1)]
+    item.state, item.updated_at = "open", w.fake.stamp()
+    w.cycle(2)
+    assert [e["source"] for e in w.events("work_item.reopened")] == ["poll"]
+    assert "ended" not in w.record(1)
+    assert not w.events("poll.comment_forwarded")  # re-baselined, no replay
+    wait_for(lambda: (w.session(1) or {}).get("harnessSessionId") not in (None, before), timeout=20)
+    assert all("said while closed" not in text for text in w.pasted(1))
+
+
+def test_b20_ledger_only_records_are_asked_lazily(world: Callable[..., World]) -> None:
+    from the_loop.state import atomic_write_json
+
+    w = world()
+    portable = w.env.root / "portable"
+    portable.mkdir(parents=True, exist_ok=True)
+    clocks = {}
+    for offset, number in enumerate(range(101, 126)):
+        w.fake.add_issue(REPO, number)  # open, unlabelled: never listed
+        ref = f"github:octo/repo#{number}"
+        atomic_write_json(portable / f"github-octo-repo-{number}.json", {"ref": ref, "poll": {"seenComments": []}})
+        age = 7200 - offset * 60  # 101 is the longest absent
+        clocks[ref] = {"lastPolledAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age))}
+    (w.env.root / "local").mkdir(parents=True, exist_ok=True)
+    atomic_write_json(w.env.root / "local" / "poll-clocks.json", {"clocks": clocks})
+
+    def asked() -> list[int]:
+        return [int(r.path.rsplit("/", 1)[1]) for r in w.fake.calls("GET", r"/repos/octo/repo/issues/\d+")]
+
+    w.cycle(1)
+    assert asked() == list(range(101, 121))  # twenty, oldest first
+    w.cycle(1)
+    assert asked() == list(range(101, 126))  # the other five
+    w.cycle(1)
+    assert len(asked()) == 25  # open ones are not asked again within sixty cycles' worth
+    assert all("closureCheckedAt" in entry for entry in w.clocks().values())
+    (w.env.root / "local" / "poll-clocks.json").unlink()
+    w.cycle(1)
+    assert len(asked()) == 45  # due again, at most twenty per cycle
+    assert not w.events("poll.comment_forwarded") and not w.events("routing.routed")
+
+
+# ------------------------------------------------------------------------------------------- process, lock
+
+
+def wait_cycles(w: World, count: int, timeout: float = 30) -> None:
+    wait_for(lambda: len(w.events("poll.cycle")) >= count, timeout=timeout)
+
+
+def test_b18_issues_disabled_is_quarantined_per_repository(world: Callable[..., World]) -> None:
+    w = world(repositories=["octo/a", "octo/b"], routing={"enabled": False})
+    w.fake.add_issue("octo/a", 1, labels=[AUTO], author="alice")
+    w.fake.add_issue("octo/b", 2, labels=[AUTO], author="alice", pull_request=True)
+    w.fake.fault("GET", "/repos/octo/b/issues", status=410, message="Issues are disabled for this repo")
+    process = w.start()
+    wait_cycles(w, 5)
+    w.stop(process)
+    cycles = len(w.events("poll.cycle"))
+    assert len(w.fake.calls("GET", "/repos/octo/a/issues")) == cycles  # a: every cycle
+    assert len(w.fake.calls("GET", "/repos/octo/b/issues")) == 1  # b's issues: asked once
+    assert len(w.fake.calls("GET", "/repos/octo/b/pulls")) == cycles  # b's pull requests: still every cycle
+    assert len(w.events("poll.scope_degraded")) == 1
+    last = w.heartbeat()["lastCycle"]
+    assert last["scopesSkipped"] == ["octo/b"] and last["scopesPolled"] == 2
+    b_record = json.loads((w.env.root / "portable" / "github-octo-b-2.json").read_text())
+    assert "seenComments" in b_record["poll"]  # b's labelled pull request was still polled
+    first = w.events("poll.cycle")[0]
+    assert first["scopes_failed"] == 1
+    status = w.env.run("status").stdout
+    assert "degraded:   octo/b — skipped" in status and "before it stopped" in status
+
+
+def test_b12_second_poller_is_blocked_and_a_stale_pidfile_is_taken(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    process = w.start()
+    wait_cycles(w, 1)
+    began = time.monotonic()
+    second = w.env.run("daemon", "run", "poller", timeout=30)
+    assert second.returncode != 0 and time.monotonic() - began < 5
+    assert [e["holder"] for e in w.events("poller.blocked")] == [process.pid]
+    w.stop(process)
+    pidfile = w.env.root / "poll.pid"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    pidfile.write_text(f"{dead.pid}\n")
+    started = w.env.run("start", timeout=60)
+    assert started.returncode == 0, started.stdout + started.stderr
+    holder = int(pidfile.read_text().strip())
+    assert holder != dead.pid
+    stopped = w.env.run("stop", timeout=60)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def test_b13_b22_heartbeat_shape_status_and_graceful_stop(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.fake.fault("GET", "/repos/octo/repo/issues", delay=2.0, times=1)  # the first cycle takes a while
+    process = w.start()
+    beat_path = w.env.root / "poll-status.json"
+    wait_for(beat_path.exists, timeout=20)
+    beat = w.heartbeat()
+    assert beat["lastCycleAt"] == "" and beat["lastCycle"] == {} and beat["startedAt"] and "pid" not in beat
+    wait_for(lambda: w.heartbeat()["lastCycleAt"], timeout=20)
+    last = w.heartbeat()["lastCycle"]
+    assert last["itemsSeen"] == 1 and last["scopesPolled"] == 1 and last["scopesFailed"] == []
+    status = w.env.run("status", "--format", "json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    row = next(r for r in json.loads(status.stdout)["services"] if r["service"] == "poller")
+    assert row["running"] and row["pid"] == process.pid
+    text = w.env.run("status").stdout
+    assert "last cycle:" in text and "started:" in text
+    stopped = w.env.run("stop", timeout=60)
+    assert stopped.returncode == 0 and process.wait(timeout=5) == 0
+    assert not (w.env.root / "poll.pid").exists() and beat_path.exists()
+    assert w.events("poller.stopped")
+
+
+def test_b24_missing_token_refuses_before_the_lock(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    w.env.env.pop("GH_TOKEN", None)
+    result = w.env.run("daemon", "run", "poller", "--once", GH_TOKEN="", GITHUB_TOKEN="")
+    assert result.returncode == 1
+    assert "GH_TOKEN" in result.stderr and "GITHUB_TOKEN" in result.stderr
+    assert not (w.env.root / "poll.pid").exists() and not w.fake.requests
+
+
+def test_b25_rate_limit_stops_every_call_until_the_reset(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    established_ledger = w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    assert established_ledger
+    reset = str(int(time.time()) + 120)
+    w.fake.fault(
+        "GET",
+        "/repos/octo/repo/issues",
+        status=403,
+        times=1,
+        headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset},
+        message="API rate limit exceeded",
+    )
+    process = w.start()
+    wait_cycles(w, 4)
+    w.stop(process)
+    assert len(w.fake.requests) == 1  # the one that was told to wait
+    failed = w.heartbeat()["lastCycle"]["scopesFailed"]
+    assert failed and "rate-limited" in failed[0]["error"] and failed[0]["permanent"] is False
+    assert not w.events("poll.closure_detected") and not w.ledger(1)
+
+
+def test_kill_mid_cycle_loses_nothing_and_delivers_nothing_twice(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    established(w, 2)
+    w.fake.add_comment(REPO, 2, "second item words", login="alice")
+    w.fake.add_comment(REPO, 1, "first item words", login="alice")  # #1 is newer: processed first
+    w.fake.fault("GET", "/repos/octo/repo/issues/2/comments", delay=5.0, times=1)
+    process = w.start()
+    wait_for(lambda: w.fake.calls("GET", "/repos/octo/repo/issues/2/comments"), timeout=30)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGKILL)  # mid-cycle: #1 handled, #2 being read
+    process.wait(timeout=10)
+    w.cycle(3)
+    wait_for(lambda: body_count(w, 1, "first item words") == 1 and body_count(w, 2, "second item words") == 1, 30)
+    time.sleep(0.5)
+    assert body_count(w, 1, "first item words") == 1 and body_count(w, 2, "second item words") == 1
+    assert w.ledger(1)["commentAttempts"] == {} and w.ledger(2)["commentAttempts"] == {}
+
+
+def test_b27_a_comment_seen_by_webhook_and_poller_is_pasted_once(world: Callable[..., World]) -> None:
+    import gh_payloads
+    import httpx
+
+    from the_loop.testing import free_port
+
+    w = world()
+    established(w, 1)
+    cid = w.fake.add_comment(REPO, 1, "said on both ingresses", login="alice")
+    port = free_port()
+    config = json.loads(json.dumps(__import__("yaml").safe_load(w.env.config_path.read_text())))
+    config["webhooks"] = {"ghWebhook": {"enabled": True, "port": port}}
+    w.env.write_config(config)
+    w.env.env["THE_LOOP_GH_WEBHOOK_SECRET"] = gh_payloads.SECRET
+    argv = [sys.executable, "-m", "the_loop", "-c", str(w.env.config_path), "daemon", "run", "gh-webhook"]
+    receiver = subprocess.Popen(argv, cwd=w.env.cwd, env=w.env.env, stderr=subprocess.PIPE, text=True)
+    w.processes.append(receiver)
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(healthy, timeout=20)
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"), number=1, body="said on both ingresses", login="alice", labels=[AUTO]
+    )
+    payload["issue"].pop("pull_request", None)
+    payload["comment"].update(id=cid, node_id=f"IC_fake{cid}")
+    body = gh_payloads.encode(payload)
+    response = httpx.post(
+        f"http://127.0.0.1:{port}/gh-webhook", content=body, headers=gh_payloads.headers("issue_comment", body)
+    )
+    assert response.status_code == 202
+    wait_for(lambda: body_count(w, 1, "said on both ingresses") == 1, timeout=20)
+    w.cycle(2)
+    time.sleep(1.0)
+    assert body_count(w, 1, "said on both ingresses") == 1
+    assert f"IC_fake{cid}" in w.ledger(1)["seenComments"]
+    w.stop(receiver)
+
+
+def test_b8_comment_give_up_posts_one_notice_without_the_text(world: Callable[..., World]) -> None:
+    """The inbox abandoning a round (every attempt failed) is simulated by moving its entry to ``abandoned/``,
+    exactly where :meth:`Inbox.release` puts an entry after its last attempt."""
+    w = world(routing={"enabled": False})
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.cycle(1)
+    cid = w.fake.add_comment(REPO, 1, "secret plan do not echo", login="alice")
+    inbox = w.env.root / "local" / "inbox"
+
+    def abandon_pending() -> None:
+        (inbox / "abandoned").mkdir(exist_ok=True)
+        moved = 0
+        for entry in inbox.glob("*.json"):
+            if json.loads(entry.read_text())["key"] == f"github:comment:IC_fake{cid}":
+                entry.rename(inbox / "abandoned" / entry.name)
+                moved += 1
+        assert moved == 1
+
+    for _ in range(3):
+        w.cycle(1)
+        abandon_pending()
+    w.cycle(2)
+    attempts = [e["attempt"] for e in w.events("poll.comment_forwarded")]
+    assert attempts == [1, 2, 3]
+    failed = w.events("poll.comment_failed")
+    assert len(failed) == 1 and failed[0]["attempts"] == 3
+    from the_loop import __version__
+
+    ledger = w.ledger(1)
+    assert ledger["gaveUp"] == {"comments": [f"IC_fake{cid}"], "version": __version__}
+    assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
+    posts = [r.body["body"] for r in w.fake.calls("POST", "/repos/octo/repo/issues/1/comments")]
+    assert len(posts) == 1 and f"IC_fake{cid}" in posts[0] and MARKER in posts[0]
+    assert all("secret plan" not in post for post in posts)
+    assert len(w.events("poll.giveup_reported")) == 1
+
+
+def test_b10_a_comment_settled_while_paused_is_never_pasted(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    paused = w.env.run("sessions", "pause", "--work-item", REF1)
+    assert paused.returncode == 0, paused.stderr
+    cid = w.fake.add_comment(REPO, 1, "while you were paused", login="alice")
+    w.cycle(2)
+    ledger = w.ledger(1)
+    assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
+    assert w.env.run("sessions", "resume", "--work-item", REF1).returncode == 0
+    w.cycle(1)
+    time.sleep(0.5)
+    assert body_count(w, 1, "while you were paused") == 0
+
+
+# ----------------------------------------------------------------------------------------------------- cost
+
+
+def in_process_source(env: LoopEnv, host: Any, fake: FakeGitHub, repositories: list[str]) -> Any:
+    """A :class:`GitHubPollSource` in this process (routing off: events stay in the inbox)."""
+    import the_loop_github.plugin
+    from the_loop.config import load_config
+    from the_loop_github.poll import GitHubPollSource
+
+    host.register(the_loop_github.plugin, "github")
+    env.write_config(
+        {
+            "version": "0.12.0",
+            "repositories": repositories,
+            "routing": {"authorizedUsers": ["alice"]},
+            "polling": {"enabled": True, "intervalSeconds": 1, "sources": [{"provider": "github"}]},
+            **fake.config(),
+        }
+    )
+    return GitHubPollSource(load_config(env.config_path, host))
+
+
+def test_b26_idle_cycles_are_conditional_hits_with_no_comment_reads(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        fake.add_comment(REPO, 1, "hello", login="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        first = len(fake.requests)
+        assert any(r.path.endswith("/comments") for r in fake.requests[:first])
+        source.poll_once(context)
+        source.poll_once(context)
+        later = fake.requests[first:]
+        assert len(later) == 2  # one listing per cycle, nothing else
+        assert all(r.headers.get("If-None-Match") and r.status == 304 for r in later)
+        assert not any("/comments" in r.path for r in later)
+        cid = fake.add_comment(REPO, 1, "news", login="alice")
+        mark = len(fake.requests)
+        result = source.poll_once(context)
+        busy = fake.requests[mark:]
+        assert [r.status for r in busy] == [200, 200]  # the listing moved; one comment read, with since=
+        assert "since=" in busy[1].query
+        assert result["commentsForwarded"] == 1
+        assert f"IC_fake{cid}" in source.store.read("github:octo/repo#1")["poll"]["commentAttempts"]
+
+
+def test_r13_only_items_with_every_required_label_are_kept(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        fake.add_issue(REPO, 2, labels=[], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO, "OCTO/repo"])
+        result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
+        assert result["itemsSeen"] == 1 and result["scopesPolled"] == 1  # de-duplicated, case-insensitively
+        listing = fake.calls("GET", "/repos/octo/repo/issues")[0]
+        assert "labels=the-loop" in listing.query and "state=open" in listing.query
+        assert source.store.read("github:octo/repo#2") is None
+
+
+def test_pagination_follows_link_and_caps_the_listing(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        for number in range(1, 231):
+            fake.add_issue(REPO, number, labels=[AUTO], author="mallory")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
+        assert result["itemsSeen"] == 200  # LIST_LIMIT per repository
+        assert len(fake.calls("GET", "/repos/octo/repo/issues")) == 2
+
+
+# ------------------------------------------------------------------------------------------ retry budgets
+
+
+def abandon(w: World, key_prefix: str) -> int:
+    """Move the pending inbox entries whose key starts with ``key_prefix`` to ``abandoned/``, where the inbox puts
+    an entry after its last failed attempt (the fault a spawn that cannot start produces, minus the backoff)."""
+    inbox = w.env.root / "local" / "inbox"
+    (inbox / "abandoned").mkdir(parents=True, exist_ok=True)
+    moved = 0
+    for entry in inbox.glob("*.json"):
+        if json.loads(entry.read_text())["key"].startswith(key_prefix):
+            entry.rename(inbox / "abandoned" / entry.name)
+            moved += 1
+    return moved
+
+
+def test_b7_spawn_give_up_and_rearm_by_a_new_comment(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    for _ in range(3):
+        w.cycle(1)
+        assert abandon(w, "poll-presence-github:octo/repo#1-") == 1
+    w.cycle(2)
+    presences = {p.name for p in (w.env.root / "local" / "inbox" / "abandoned").glob("*.json")}
+    assert len(presences) == 3  # exactly three attempts, each with a fresh delivery id
+    failed = w.events("poll.spawn_failed")
+    assert [e["attempts"] for e in failed] == [3]
+    assert w.ledger(1)["spawn"]["gaveUp"] is True
+    assert w.heartbeat()["lastCycle"]["failures"] == 0  # counted once, in the cycle that gave up
+    w.fake.add_comment(REPO, 1, "try again please", login="alice")
+    w.cycle(1)
+    assert w.ledger(1)["spawn"] == {}  # re-armed: the comment itself goes to the router, which spawns
+    assert [e["attempt"] for e in w.events("poll.comment_forwarded")] == [1]
+
+
+def test_b9_an_attempt_in_flight_spends_nothing(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})  # nothing routes: the entry stays pending (in flight)
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.cycle(1)
+    cid = w.fake.add_comment(REPO, 1, "slow to deliver", login="alice")
+    w.cycle(4)
+    assert w.ledger(1)["commentAttempts"] == {f"IC_fake{cid}": 1}
+    assert len(w.events("poll.comment_forwarded")) == 1
+    keys = [json.loads(p.read_text())["key"] for p in (w.env.root / "local" / "inbox").glob("*.json")]
+    assert keys.count(f"github:comment:IC_fake{cid}") == 1
+
+
+def test_r29_comments_given_up_by_another_version_get_a_fresh_budget(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.cycle(1)
+    cid = w.fake.add_comment(REPO, 1, "failed under the old version", login="alice")
+    record_path = w.env.root / "portable" / "github-octo-repo-1.json"
+    record = json.loads(record_path.read_text())
+    record["poll"]["seenComments"].append(f"IC_fake{cid}")
+    record["poll"]["gaveUp"] = {"comments": [f"IC_fake{cid}"], "version": "0.0.1"}
+    record_path.write_text(json.dumps(record))
+    w.cycle(1)
+    assert [(e["comments"], e["version"] != "0.0.1") for e in w.events("poll.rearmed")] == [(1, True)]
+    assert w.ledger(1)["gaveUp"] == {} and w.ledger(1)["commentAttempts"] == {f"IC_fake{cid}": 1}
+    w.cycle(1)
+    assert len(w.events("poll.rearmed")) == 1  # each process re-arms once, and only for another version
+
+
+def test_404_is_a_permanent_scope_failure_not_an_endless_retry(world: Callable[..., World]) -> None:
+    w = world(repositories=["octo/repo", "octo/gone"], routing={"enabled": False})
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    process = w.start()
+    wait_cycles(w, 3)
+    w.stop(process)
+    assert len(w.fake.calls("GET", "/repos/octo/gone/issues")) == 1
+    beats = w.events("poll.cycle")
+    assert beats[0]["scopes_failed"] == 1 and beats[0]["scopes_polled"] == 1
+    assert [e["scope"] for e in w.events("poll.scope_degraded")] == ["octo/gone"]
+    assert w.heartbeat()["lastCycle"]["scopesSkipped"] == ["octo/gone"]
+    assert not w.fake.calls("GET", r"/repos/octo/gone/issues/\d+")  # a degraded scope is never reconciled
+
+
+def test_issue_93_368_a_linked_pull_request_feeds_the_issue_session_and_its_record(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    w.fake.add_issue(REPO, 5, labels=[AUTO], author="alice", pull_request=True, body="Fixes #1")
+    w.cycle(1)
+    w.fake.add_comment(REPO, 5, "review the pull request please", login="alice")
+    w.cycle(2)
+    wait_for(lambda: body_count(w, 1, "review the pull request please") == 1, timeout=20)
+    assert w.session(5) is None and not (w.env.root / "local" / "github-octo-repo-5.json").exists()
+    assert not (w.env.root / "portable" / "github-octo-repo-5.json").exists()  # one record per work item
+    pulls = w.record(1)["pullRequests"]["github:octo/repo#5"]
+    assert pulls["commentAttempts"] == {} and len(pulls["seenComments"]) >= 1
+    assert "spawn" not in pulls and "title" not in pulls
