@@ -575,3 +575,18 @@ def test_work_items_are_lanes_handled_side_by_side_each_in_order(layout: StateLa
     fast_done = max(t for item, _, t in seen if item != "slow")
     assert fast_done - started < 0.2  # the fast lane finished before the slow lane's first entry
     assert inbox.pending() == []
+
+
+def test_delivery_status_tells_inflight_done_failed_and_unknown(layout: StateLayout) -> None:
+    """What a poller reads instead of the sessions: the inbox's own answer for a key, round by round."""
+    inbox = Inbox(layout, max_attempts=1)
+    assert inbox.delivery_status("never-put") == "unknown"
+    assert inbox.put("k-done", {"work_item": "fake:octo/repo#1"})
+    assert inbox.delivery_status("k-done") == "inflight"
+    inbox.settle(*inbox.pending())
+    assert inbox.delivery_status("k-done") == "done"
+    assert inbox.put("k-fail", {"work_item": "fake:octo/repo#2"})
+    [entry] = inbox.pending()
+    assert inbox.release(entry, "boom") is None  # its only attempt: abandoned
+    assert inbox.delivery_status("k-fail") == "failed"
+    assert inbox.delivery_status("k-fail", rounds=2) == "unknown"  # a second round was never abandoned

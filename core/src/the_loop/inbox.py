@@ -55,6 +55,9 @@ _ARRIVED: dict[str, threading.Event] = {}
 _ARRIVED_LOCK = threading.Lock()
 
 
+DeliveryStatus = Literal["inflight", "done", "failed", "unknown"]
+
+
 def key_digest(key: str) -> str:
     """The file-name-safe form of a dedupe key (128 bits of SHA-256)."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
@@ -268,6 +271,30 @@ class Inbox:
         """Sleep until a put in this process commits something, or ``timeout`` seconds pass."""
         self._arrived.wait(timeout)
         self._arrived.clear()
+
+    def delivery_status(self, key: str, rounds: int = 1) -> DeliveryStatus:
+        """What became of the entry put under ``key`` (``rounds`` times so far) — how a poller tells a delivery
+        from a failure without reading the sessions.
+
+        ``inflight``: still pending (routing or retrying) — wait, spend nothing. ``done``: settled by the router
+        (delivered, spawned, or deliberately dropped: paused, awaiting start, a control command executed).
+        ``failed``: the latest round was abandoned after every attempt — a real failure, the one a retry budget
+        counts. ``unknown``: none of those (settled so long ago that the completed keys no longer hold it).
+        """
+        digest = key_digest(key)
+        suffix = f"-{digest}.json"
+        try:
+            if any(name.endswith(suffix) for name in os.listdir(self.dir)):
+                return "inflight"
+        except FileNotFoundError:
+            return "unknown"
+        if digest in self._completed():
+            return "done"
+        try:
+            abandoned = sum(1 for name in os.listdir(self.abandoned_dir) if name.endswith(suffix))
+        except FileNotFoundError:
+            abandoned = 0
+        return "failed" if abandoned >= max(rounds, 1) else "unknown"
 
     # ------------------------------------------------------------------------------------------ completed
 

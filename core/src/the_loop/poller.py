@@ -7,26 +7,26 @@ lock). A source that raises is one error and one ``degraded`` scope, never the e
 scope, raised or reported, gets a ``poll.scope_error`` event here, so sources need not write their own.
 
 Also here, for every source: :class:`PollClocks` (``local/poll-clocks.json``: when this machine last listed each
-ref, and last asked whether an unlisted one had ended), :func:`delivery_status` (what became of an event a source
-put in the inbox: the only evidence of delivery a ledger may act on) and :func:`ledger_only_due` (the lazy closure
-schedule of ledger-only records: sixty cycles' worth of ``intervalSeconds``, at most twenty per source per cycle).
+ref, and last asked whether an unlisted one had ended) and :func:`ledger_only_due` (the lazy closure schedule of
+ledger-only records: sixty cycles' worth of ``intervalSeconds``, at most twenty per source per cycle). What became of
+an event a source put in the inbox — the only evidence of delivery a ledger may act on — is the inbox's own answer,
+``Inbox.delivery_status``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.state import StateError, StateLayout, atomic_write_json, locked, read_json
 
 if TYPE_CHECKING:
-    from the_loop.inbox import Inbox
+    pass
 
 COUNTERS = ("itemsSeen", "spawns", "commentsForwarded", "closures", "failures", "errors", "scopesPolled")
 SLEEP_STEP = 0.1  # SIGTERM is honoured within this (plus the running source's own step)
@@ -35,7 +35,6 @@ LEDGER_RECHECK_EVERY_CYCLES = 60  # a ledger-only record is asked whether it end
 LEDGER_CHECKS_PER_CYCLE = 20  # … and at most this many such questions per source per cycle
 CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt")
 
-DeliveryStatus = Literal["inflight", "done", "failed", "unknown"]
 
 
 def empty_cycle() -> dict[str, Any]:
@@ -165,32 +164,6 @@ def run_service(ctx: ServiceContext) -> None:
 
 
 # ------------------------------------------------------------------------------------------- shared pieces
-
-
-def delivery_status(inbox: Inbox, key: str, rounds: int = 1) -> DeliveryStatus:
-    """What became of the event put in the inbox under ``key`` (``rounds`` times so far).
-
-    ``inflight``: still pending (routing or retrying) — wait, spend nothing. ``done``: settled by the router
-    (delivered, spawned, or deliberately dropped: paused, awaiting start, a control command executed). ``failed``:
-    the latest round was abandoned after every inbox attempt — a real failure, the one a retry budget counts.
-    ``unknown``: none of those (settled so long ago that the completed keys no longer hold it).
-    """
-    from the_loop.inbox import key_digest
-
-    digest = key_digest(key)
-    suffix = f"-{digest}.json"
-    try:
-        if any(name.endswith(suffix) for name in os.listdir(inbox.dir)):
-            return "inflight"
-    except FileNotFoundError:
-        return "unknown"
-    if digest in inbox._completed():  # the inbox's own view of settled keys (re-read only when it changed)
-        return "done"
-    try:
-        abandoned = sum(1 for name in os.listdir(inbox.abandoned_dir) if name.endswith(suffix))
-    except FileNotFoundError:
-        abandoned = 0
-    return "failed" if abandoned >= max(rounds, 1) else "unknown"
 
 
 class PollClocks:

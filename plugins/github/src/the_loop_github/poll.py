@@ -30,7 +30,7 @@ from the_loop import __version__, control, events
 from the_loop.inbox import Inbox
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.models import InboundEvent
-from the_loop.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, delivery_status, ledger_only_due
+from the_loop.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due
 from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.registry import SessionRegistry
 from the_loop.store import WorkItemStore
@@ -619,7 +619,7 @@ class GitHubPollSource(PollSource):
             work.see(comment.id)
             return
         accepted = self.inbox.put(event.dedupe_key, event.inbox_entry())
-        if not accepted and delivery_status(self.inbox, event.dedupe_key) != "inflight":
+        if not accepted and self.inbox.delivery_status(event.dedupe_key) != "inflight":
             work.see(comment.id)  # the other ingress (or a run before a crash) already had it
             return
         attempt = work.attempts.get(comment.id, 0) + 1
@@ -645,7 +645,7 @@ class GitHubPollSource(PollSource):
         """A comment with an attempt on record: the inbox's answer decides (B R26)."""
         event = self._event(scope, item, comment)
         rounds = work.attempts[comment.id]
-        status = delivery_status(self.inbox, event.dedupe_key, rounds) if event else "done"
+        status = self.inbox.delivery_status(event.dedupe_key, rounds) if event else "done"
         if status == "inflight":
             return
         if status in ("done", "unknown"):
@@ -717,7 +717,7 @@ class GitHubPollSource(PollSource):
             return  # awaiting a start command: nothing to spend (issue-106)
         delivery = str(spawn.get("deliveryId") or "")
         if delivery:
-            status = delivery_status(self.inbox, delivery)
+            status = self.inbox.delivery_status(delivery)
             if status == "inflight":
                 return
             if status in ("done", "unknown"):
