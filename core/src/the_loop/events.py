@@ -48,6 +48,12 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("poller.blocked", "a poller did not start: another poller holds poll.pid"),
     _t("poll.cycle", "one poll cycle finished, with its counters"),
     _t("poll.scope_error", "a poll source failed for one scope"),
+    # What every ticketing ingress reports the same way (GitHub's and Jira's webhooks and poll sources).
+    _t("webhook.received", "a delivery was verified and parsed (provider, gh_event/event, action, delivery_id)"),
+    _t("webhook.rejected", "a delivery was refused: invalid-signature, invalid-payload, inbox-unavailable, …"),
+    _t("poll.comment_forwarded", "a polled comment went to the inbox (comment_id, actor, attempt)"),
+    _t("poll.item_error", "one polled item (or its closure question) failed; it is retried next cycle"),
+    _t("poll.closure_detected", "an item absent from the listing is closed upstream (state, kind)"),
     _t("restart.completed", "the-loop restart ran stop then start"),
     _t("service.started", "the-loop start reported a service started"),
     _t("service.stopped", "the-loop stop reported a service stopped"),

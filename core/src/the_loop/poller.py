@@ -36,7 +36,6 @@ LEDGER_CHECKS_PER_CYCLE = 20  # … and at most this many such questions per sou
 CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt")
 
 
-
 def empty_cycle() -> dict[str, Any]:
     return {
         **dict.fromkeys(COUNTERS, 0),

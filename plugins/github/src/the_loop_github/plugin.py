@@ -41,8 +41,6 @@ def loop_register_ticketing() -> list[type[TicketProvider]]:
 @hookimpl
 def loop_event_types() -> list[EventType]:
     return [
-        EventType("webhook.received", "a GitHub delivery was verified and parsed (gh_event, action, delivery_id)"),
-        EventType("webhook.rejected", "a GitHub delivery was refused: invalid-signature, invalid-payload, …"),
         EventType("reaction.added", "a reaction was put on a GitHub comment or issue (kind, repository, id)"),
         EventType("reaction.failed", "a reaction could not be put on GitHub (reason, error); nothing else changes"),
         EventType("poll.provider_error", "the GitHub poll source could not poll at all (no repositories)"),
@@ -50,13 +48,10 @@ def loop_event_types() -> list[EventType]:
             "poll.scope_degraded", "a repository's issue listing is disabled (410): issues skipped for 60 cycles"
         ),
         EventType("poll.scope_recovered", "a quarantined repository's issue listing answers again"),
-        EventType("poll.item_error", "one polled item (or its closure question) failed; it is retried next cycle"),
         EventType("poll.unauthorized", "a polled item's author may not start it, and no start command is recorded"),
-        EventType("poll.comment_forwarded", "a new comment went to the inbox (comment_id, actor, attempt)"),
         EventType("poll.comment_failed", "a comment's delivery budget (polling.maxRetries) is spent; it is given up"),
         EventType("poll.spawn_failed", "the spawn budget of a polled item is spent (attempts); it is given up"),
         EventType("poll.giveup_reported", "the give-up notice was posted on the polled item (never quoting it)"),
         EventType("poll.giveup_report_failed", "the give-up notice could not be posted; the give-up stands"),
         EventType("poll.rearmed", "comments given up by an older version got a fresh budget (comments, version)"),
-        EventType("poll.closure_detected", "an item absent from the listing is closed upstream (state, kind)"),
     ]

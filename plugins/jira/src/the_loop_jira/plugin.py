@@ -58,8 +58,7 @@ def loop_register_commands() -> list[CommandSpec]:
 
 @hookimpl
 def loop_event_types() -> list[EventType]:
-    # webhook.received/rejected and poll.comment_forwarded/item_error/closure_detected are shared with the GitHub
-    # plugin, which declares them (the catalog refuses a name declared twice).
+    # webhook.received/rejected and poll.comment_forwarded/item_error/closure_detected are core's (every ingress).
     return [
         EventType("jira.doorbell_failed", "a verified Jira doorbell could not be followed up (Jira unreachable, …)"),
         EventType("poll.comment_settled", "a ticket comment was settled unforwarded: self-authored, mirror"),
