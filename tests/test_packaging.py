@@ -100,6 +100,46 @@ def test_help_imports_no_heavy_module(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir()), "`--help` wrote into HOME or the cwd"
 
 
+# What `status` and `events` may load (the config, the plugins' hook modules) but never a client library.
+CLIENT_MODULES = ("github", "slack_sdk", "jira", "requests", "urllib3", "websockets", "uvicorn", "starlette", "httpx")
+EVERY_PLUGIN_CONFIG = """version: "0.12.0"
+repositories: [octo/repo]
+webhooks: {ghWebhook: {enabled: true, port: 18999}}
+polling: {enabled: true, sources: [{provider: github}, {provider: jira, projects: [PROJ]}]}
+integrations:
+  jira:
+    site: jira.test
+    api: {emailEnv: [JIRA_EMAIL], tokenEnv: [JIRA_API_TOKEN]}
+    projects: {PROJ: {repository: octo/repo}}
+    webhook: {secretEnv: JIRA_WEBHOOK_SECRET}
+channels:
+  slack: {enabled: true, channel: C0AB, read: {mode: socket}}
+"""
+
+
+@pytest.mark.parametrize("command", [("status",), ("events", "--limit", "5")], ids=lambda c: c[0])
+def test_status_and_events_import_no_client_library(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """Every plugin configured (GitHub webhook and poller, Jira, Slack Socket Mode): `status` asks each service for
+    its problems and `events` reads the log, and neither loads a provider's client library."""
+    config = tmp_path / "cli-config.yaml"
+    config.write_text(EVERY_PLUGIN_CONFIG)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
+    env["HOME"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "the_loop", "-c", str(config), *command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode in (0, 1), result.stderr  # status: 1 while the services are not running
+    modules = imported_modules(result.stderr)
+    assert "the_loop" in modules, "importtime output was not parsed"
+    loaded = sorted(set(CLIENT_MODULES) & modules)
+    assert not loaded, f"`the-loop {' '.join(command)}` imports {loaded}"
+
+
 # ----------------------------------------------------------------------------------------------------- slow
 
 
