@@ -53,3 +53,14 @@ def test_keywords_are_configurable_and_can_be_turned_off() -> None:
     assert parse("go loop", configured).command == "start"
     assert parse("the-loop stop", configured) == ControlParse()
     assert parse("the-loop pause", configured).command == "pause"
+
+
+def test_j14_a_github_login_matches_in_any_case_other_providers_ids_only_exactly() -> None:
+    from the_loop.control import Principal
+
+    octocat = Principal({"github": "OctoCat", "jira": "5b10ac8d82e05b22cc7d4ef5", "slack": "U0DANA"})
+    assert octocat.matches("github", "octocat")
+    assert octocat.matches("jira", "5b10ac8d82e05b22cc7d4ef5")
+    assert not octocat.matches("jira", "5B10AC8D82E05B22CC7D4EF5")  # J14: exact
+    assert not octocat.matches("slack", "u0dana")
+    assert not octocat.matches("jira", "") and not Principal({}).matches("github", "")

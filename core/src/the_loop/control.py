@@ -126,6 +126,32 @@ def set_session_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> b
     return changed
 
 
+@dataclass(frozen=True)
+class Principal:
+    """Who may direct the loop: one ``routing.authorizedUsers`` entry, by provider."""
+
+    ids: dict[str, str]
+
+    def matches(self, provider: str, actor_id: str) -> bool:
+        """GitHub logins compare case-insensitively (GitHub treats them so); every other provider's id exactly
+        (a Jira account id, a Slack user id: J14)."""
+        known = self.ids.get(provider, "")
+        if not known or not actor_id:
+            return False
+        return known.casefold() == actor_id.casefold() if provider == "github" else known == actor_id
+
+
+def principals(config: LoadedConfig) -> list[Principal]:
+    """``routing.authorizedUsers``: a plain string is a GitHub login; a mapping names one per provider."""
+    found = []
+    for entry in config.core.routing.authorized_users:
+        if isinstance(entry, str):
+            found.append(Principal({"github": entry}))
+        else:
+            found.append(Principal({k: v for k, v in entry.model_dump().items() if k != "name" and v}))
+    return found
+
+
 def is_collaborator(config: LoadedConfig, refs: Iterable[WorkItemRef | str], provider: str, actor_id: str) -> bool:
     """Whether ``actor_id`` (of ``provider``) is on the ``collaborators`` list of one of ``refs``: input only, never
     control (issue-307). A GitHub grant names a ``login`` (case-insensitive); other providers' ids sit under the

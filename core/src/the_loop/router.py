@@ -13,12 +13,13 @@ The router runs off the request path: ingresses write to the durable inbox, and 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
+from the_loop.control import Principal, principals  # noqa: F401  (re-exported: sources import them from here)
 from the_loop.dispatcher import Dispatcher, Outcome
 from the_loop.models import InboundEvent, WorkEvent
 from the_loop.prompts import load_template, render_event_prompt, render_excerpt
@@ -32,34 +33,17 @@ if TYPE_CHECKING:
 
 CONTENT_KINDS = ("comment", "review", "review-comment")
 EXISTENCE_CACHE_SIZE = 256
+# R1 (issue-371): what the triggering object shows once the router is done. Delivered, spawned, an executed command
+# or a close acted on → `completed`; a failure or a refusal → `error`; a suppression (awaiting-start, session-paused,
+# spawn-policy, a duplicate …) keeps only its `started` mark.
+COMPLETED = frozenset({"control-executed", "work-item-ended", "pull-request-ended"})
+REFUSED = frozenset({"rejected", "input-refused", "hook-refused", "session-occupied"})
 # R3: refusals with something the person can do about them get one marked reply on the work item, saying what.
 REMEDIES = {
     "nothing-to-resume": "there is nothing to resume: this work item's session is not paused. To begin work, comment "
     "the start command instead.",
     "input-refused": "a lifecycle hook of this installation refused it. Ask the operator, or try again later.",
 }
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who may direct the loop: one ``routing.authorizedUsers`` entry, by provider."""
-
-    ids: dict[str, str]
-
-    def matches(self, provider: str, actor_id: str) -> bool:
-        known = self.ids.get(provider, "")
-        return bool(known) and known.casefold() == actor_id.casefold()
-
-
-def principals(config: LoadedConfig) -> list[Principal]:
-    """``routing.authorizedUsers``: a plain string is a GitHub login; a mapping names one per provider."""
-    found = []
-    for entry in config.core.routing.authorized_users:
-        if isinstance(entry, str):
-            found.append(Principal({"github": entry}))
-        else:
-            found.append(Principal({k: v for k, v in entry.model_dump().items() if k != "name" and v}))
-    return found
 
 
 class Router:
@@ -83,14 +67,16 @@ class Router:
         provider = self._provider(refs[0])
         if event.body and provider is not None and provider.is_self_authored(event.body):
             return self._dropped(event, "self-authored", refs=refs)
-        authorized, collaborator = self._authorized(event, refs)
+        # X3(a), asked at most once per event: GitHub's own record of what a pull request closes
+        closing_refs = functools.cache(lambda: self._closing_references(event))
+        authorized, collaborator = self._authorized(event, refs, closing_refs)
         if not authorized:
             return self._dropped(event, "unauthorized-actor", refs=refs, level="warning")
         if event.kind == "ci" and not (self.config.core.routing.ci.autofix and event.conclusion == "failure"):
             # M8: passes, cancels and suite/workflow summaries are logged and settled, never a prompt
             target = self._target(event, refs)
             return self._settle(event, target, "ci-not-actionable", conclusion=event.conclusion or None)
-        refs = self._linked(event, refs)
+        refs = self._linked(event, refs, closing_refs())
         if not refs:  # X5: every ref was a branch name for an item that does not exist
             events.emit(
                 "dispatch.dropped",
@@ -101,6 +87,10 @@ class Router:
             )
             return Outcome("dropped", reason="work-item-not-found")
         target = self._target(event, refs)
+        actor = event.actor
+        if collaborator and actor and not control.is_collaborator(self.config, [target], actor.provider, actor.id):
+            # issue-307: a grant is input on that work item only, never on the one this event turned out to be about
+            return self._dropped(event, "unauthorized-actor", refs=refs, level="warning")
         labeled = control.arming_refusal(self.config, target, event.labels) is None
         events.emit(
             "routing.routed",
@@ -119,7 +109,10 @@ class Router:
             if event.kind == "reopened":
                 from the_loop import closing
 
-                closing.work_item_reopened(self.config, target, actor=_actor(event), source=event.transport)
+                # the reopened object's own stamp: a linked pull request reopening does not reopen its issue
+                with contextlib.suppress(RefError):
+                    reopened = parse_ref(event.entity or str(target))
+                    closing.work_item_reopened(self.config, reopened, actor=_actor(event), source=event.transport)
             parsed = control.parse(event.body, self.config.core.routing.control.keywords)
             if parsed.ambiguous:
                 events.emit(
@@ -135,9 +128,10 @@ class Router:
         acted = outcome.ok or outcome.reason == "control-executed"  # delivered, spawned, or a command ran
         if acted and event.pull_request and event.pull_request != str(target):
             self._bind_pull_request(target, event.pull_request)
-        self._react(
-            provider, event, "error" if outcome.status == "failed" or outcome.reason == "rejected" else "completed"
-        )
+        if outcome.status == "failed" or outcome.reason in REFUSED:
+            self._react(provider, event, "error")
+        elif outcome.ok or outcome.reason in COMPLETED:
+            self._react(provider, event, "completed")
         return outcome
 
     # ---------------------------------------------------------------------------------------------- guards
@@ -171,9 +165,14 @@ class Router:
                 refs.append(ref)
         return refs
 
-    def _authorized(self, event: InboundEvent, refs: list[WorkItemRef]) -> tuple[bool, bool]:
+    def _authorized(
+        self, event: InboundEvent, refs: list[WorkItemRef], closing_refs: Any = lambda: []
+    ) -> tuple[bool, bool]:
         """(may act, only as a collaborator). CI events carry no actor; a close can only end a session, so it
-        needs none either; every other event needs a named, authorized actor (fail closed)."""
+        needs none either; every other event needs a named, authorized actor (fail closed). A collaborator passes
+        here when granted on any work item the event may be about — its refs, the work item its pull request is
+        recorded on, the issues GitHub says the pull request closes (``closing_refs``, asked only when the cheaper
+        answers said no) — and :meth:`handle` then requires the grant on the one target."""
         if event.kind in ("ci", "closed"):
             return True, False
         actor = event.actor
@@ -187,6 +186,12 @@ class Router:
             return True, False
         if control.is_collaborator(self.config, refs, actor.provider, actor.id):
             return True, True
+        if event.pull_request is not None:
+            owner = self._owner(event, refs)
+            for more in ([owner] if owner is not None else [], closing_refs()):
+                extra = [ref for ref in more if ref not in refs]
+                if extra and control.is_collaborator(self.config, extra, actor.provider, actor.id):
+                    return True, True
         return False, False
 
     def _target(self, event: InboundEvent, refs: list[WorkItemRef]) -> WorkItemRef:
@@ -194,35 +199,47 @@ class Router:
         return self._owner(event, refs) or refs[0]
 
     def _owner(self, event: InboundEvent, refs: list[WorkItemRef]) -> WorkItemRef | None:
-        """The work item whose live session record owns one of ``refs``: as its own ref, or — for an event on a pull
-        request — as a pull request recorded on it (issue-172: the record is the answer, even once the linkage text
-        is gone). Only pull requests are recorded on other items, so only their events look through the records."""
+        """The work item whose live session record owns one of ``refs``. For an event on a pull request, a live
+        work item the pull request is recorded on comes first (issue-172: the binding wins, even once the linkage
+        text is gone or GitHub's closing references name another item with a session); then a live record of one
+        of the refs itself. Only pull requests are recorded on other items, so only their events look through the
+        records."""
+        if event.pull_request is not None:
+            bound = self._bound_owner({str(ref) for ref in refs}, live=True)
+            if bound is not None:
+                return bound
         for ref in refs:
             record = self.registry.load(str(ref))
             if record is not None and record.own is not None and record.own.live:
                 return ref
-        if event.pull_request is None:
-            return None
-        wanted = {str(ref) for ref in refs}
+        return None
+
+    def _bound_owner(self, wanted: set[str], *, live: bool) -> WorkItemRef | None:
+        """The work item (with a live session when ``live``) on whose record one of ``wanted`` is a pull request."""
         for record in self.registry.records():
             own = record.own
-            if own is not None and own.live and wanted & (set(record.sessions) - {record.work_item}):
+            if own is not None and (own.live or not live) and wanted & (set(record.sessions) - {record.work_item}):
                 with contextlib.suppress(RefError):
                     return parse_ref(record.work_item)
         return None
 
-    def _linked(self, event: InboundEvent, refs: list[WorkItemRef]) -> list[WorkItemRef]:
-        """X3(a) and X5: the tracker's own record of what a pull request closes goes first; a ref resting only on
-        the branch convention is dropped when the tracker says, definitively, that it does not exist — unless a
-        live record already owns one of the event's refs (then the record decides, and nothing is asked)."""
-        confirmed: list[WorkItemRef] = []
-        if event.pull_request:
-            # a failed lookup never drops the event: the event's own linkage is used as it is
-            with contextlib.suppress(Exception):
-                pull_request = parse_ref(event.pull_request)
-                provider = self._provider(pull_request)
-                delivered = provider.delivered_items(pull_request) if provider is not None else None
-                confirmed = self._bounded(event, [str(ref) for ref in delivered or ()])
+    def _closing_references(self, event: InboundEvent) -> list[WorkItemRef]:
+        """X3(a): what the tracker says the event's pull request closes; [] when it cannot say (a failed lookup
+        never drops the event: the event's own linkage is used as it is)."""
+        if not event.pull_request:
+            return []
+        with contextlib.suppress(Exception):
+            pull_request = parse_ref(event.pull_request)
+            provider = self._provider(pull_request)
+            return list(provider.delivered_items(pull_request) or ()) if provider is not None else []
+        return []
+
+    def _linked(self, event: InboundEvent, refs: list[WorkItemRef], delivered: list[WorkItemRef]) -> list[WorkItemRef]:
+        """X3(a) and X5: the tracker's own record of what a pull request closes (``delivered``) goes first; a ref
+        resting only on the branch convention is dropped when the tracker says, definitively, that it does not
+        exist — unless a live record already owns one of the event's refs (then the record decides, and nothing
+        is asked)."""
+        confirmed = self._bounded(event, [str(ref) for ref in delivered])
         refs = [*confirmed, *(ref for ref in refs if ref not in confirmed)]
         unconfirmed = [ref for ref in refs if str(ref) in event.unconfirmed and ref not in confirmed]
         if not unconfirmed or self._owner(event, refs) is not None:
@@ -287,12 +304,22 @@ class Router:
         if event.closed is None:
             return self._settle(event, target, "not-the-work-item")
         if closed != target:
-            return self._pull_request_closed(event, target, closed)
+            # a pull request recorded on a work item (the target's, else any record's, live or not) ends only
+            # that endpoint; one recorded nowhere is a work item of its own, ended if the-loop tracks it
+            if closing.pull_request_ended(
+                self.config, target, closed, reason=event.closed, delivery_id=event.delivery_id
+            ):
+                return Outcome("dropped", reason="pull-request-ended")
+            owner = self._bound_owner({str(closed)}, live=False)
+            if owner is not None and closing.pull_request_ended(
+                self.config, owner, closed, reason=event.closed, delivery_id=event.delivery_id
+            ):
+                return Outcome("dropped", reason="pull-request-ended")
         actor = _actor(event)
         authorized = bool(actor) and any(p.matches(event.actor.provider, actor) for p in self._principals)  # type: ignore[union-attr]
         report = closing.work_item_ended(
             self.config,
-            target,
+            closed,
             reason=event.closed,
             actor=actor,
             authorized=authorized,
@@ -300,34 +327,6 @@ class Router:
             delivery_id=event.delivery_id,
         )
         return Outcome("dropped", reason="work-item-ended" if report.tracked else "untracked")
-
-    def _pull_request_closed(self, event: InboundEvent, target: WorkItemRef, closed: WorkItemRef) -> Outcome:
-        """A pull request delivering the work item closed or merged: that endpoint alone ends; the work item's
-        session runs on, since a work item may be delivered by several pull requests (issue-101)."""
-        from the_loop.registry import SessionRecord
-
-        ended = False
-
-        def change(record: SessionRecord) -> None:
-            nonlocal ended
-            endpoint = record.sessions.get(str(closed))
-            if endpoint is not None and endpoint.status != "closed":
-                endpoint.status = "closed"
-                ended = True
-
-        record = self.registry.load(str(target))
-        if record is None or str(closed) not in record.sessions:
-            return self._settle(event, target, "not-the-work-item")
-        self.registry.update(str(target), change)
-        events.emit(
-            "session.kept_open",
-            work_item=str(target),
-            closed_ref=str(closed),
-            reason=event.closed,
-            delivery_id=event.delivery_id,
-            endpoint_closed=ended,
-        )
-        return Outcome("dropped", reason="pull-request-ended")
 
     # -------------------------------------------------------------------------------------------- commands
 
