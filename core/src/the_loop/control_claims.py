@@ -13,15 +13,11 @@ repeated command beats a lost one). Other deliveries never touch the file.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from the_loop import events
-from the_loop.state import StateError, atomic_write_json, read_json
+from the_loop.state import StateError, atomic_write_json, locked, read_json
 
 if TYPE_CHECKING:
     from the_loop.state import StateLayout
@@ -36,18 +32,6 @@ def _path(layout: StateLayout) -> Path:
     return layout.local_dir / FILE
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive flock on ``<file>.lock`` beside the file (mode 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing drops the lock
-
-
 def _read(path: Path) -> list[str]:
     try:
         data = read_json(path)
@@ -57,11 +41,15 @@ def _read(path: Path) -> list[str]:
     return [str(v) for v in values if isinstance(v, str)] if isinstance(values, list) else []
 
 
+def _failed(path: Path, exc: Exception) -> None:
+    events.emit("control.claim_failed", level="warning", file=str(path), error=str(exc))
+
+
 def _write(path: Path, keys: list[str]) -> None:
     try:
         atomic_write_json(path, {"deliveries": keys[-KEEP:]})
     except (StateError, OSError) as exc:
-        events.emit("control.claim_failed", level="warning", file=str(path), error=str(exc))
+        _failed(path, exc)
 
 
 def claimed(layout: StateLayout) -> list[str]:
@@ -72,19 +60,25 @@ def claimed(layout: StateLayout) -> list[str]:
 def claim(layout: StateLayout, key: str) -> bool:
     """Claim ``key``; False when it was claimed before (the command already ran on this machine)."""
     path = _path(layout)
-    with _locked(path):
-        keys = _read(path)
-        if key in keys:
-            return False
-        keys.append(key)
-        _write(path, keys)
+    try:
+        with locked(Path(f"{path}.lock")):  # shared by the receiver and the poller (mode 0600)
+            keys = _read(path)
+            if key in keys:
+                return False
+            keys.append(key)
+            _write(path, keys)
+    except (StateError, OSError) as exc:  # no lock to be had: a repeat beats a drop
+        _failed(path, exc)
     return True
 
 
 def release(layout: StateLayout, key: str) -> None:
     """Forget ``key`` so the retry of a failed command executes."""
     path = _path(layout)
-    with _locked(path):
-        keys = _read(path)
-        if key in keys:
-            _write(path, [k for k in keys if k != key])
+    try:
+        with locked(Path(f"{path}.lock")):
+            keys = _read(path)
+            if key in keys:
+                _write(path, [k for k in keys if k != key])
+    except (StateError, OSError) as exc:
+        _failed(path, exc)

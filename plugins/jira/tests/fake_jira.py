@@ -3,7 +3,8 @@
 Serves ``myself``, ``search/jql`` (Cloud, ``nextPageToken``), ``search`` (DC, ``startAt``/``total``), issue get/put,
 comments (listed in pages, by id, posted), transitions (list, post). Each request is recorded with its method, path,
 query, headers and body. ``fail(method, pattern, status)`` injects an error answer (optionally echoing the request
-headers, as a careless proxy would) for the next ``times`` matching requests.
+headers, as a careless proxy would) for the next ``times`` matching requests; ``slow(method, pattern, seconds)`` answers
+matching requests normally, but only after ``seconds``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -65,6 +67,7 @@ class FakeJira:
         self.moved: dict[str, str] = {}  # old key → the key Jira now answers under
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
+        self.delays: list[tuple[str, re.Pattern[str], float]] = []
         self.myself = {"accountId": BOT, "key": "bot", "name": "bot"}
         self._next_id = 10000
         self._lock = threading.Lock()
@@ -116,6 +119,9 @@ class FakeJira:
 
     def fail(self, method: str, pattern: str, status: int, *, times: int = 1, echo_headers: bool = False) -> None:
         self.faults.append(Fault(method, re.compile(pattern), status, times, echo_headers))
+
+    def slow(self, method: str, pattern: str, seconds: float) -> None:
+        self.delays.append((method, re.compile(pattern), seconds))
 
     def seen(self, method: str, pattern: str) -> list[Request]:
         regex = re.compile(pattern)
@@ -260,6 +266,9 @@ class FakeJira:
                     )
                     if fault is not None:
                         fault.times -= 1
+                for method, pattern, seconds in list(fake.delays):
+                    if method == self.command and pattern.search(parts.path):
+                        time.sleep(seconds)
                 if fault is not None:
                     status = fault.status
                     answer: Any = {"errorMessages": [f"injected {status}"]}

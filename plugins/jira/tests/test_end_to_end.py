@@ -164,3 +164,83 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: World, fake_j
     # no credential anywhere in the trail
     text = (world.env.root / "logs" / "events.jsonl").read_text()
     assert TOKEN not in text and EMAIL not in text
+
+
+def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: World, fake_jira: FakeJira) -> None:
+    """The real server decodes header bytes itself: a non-ASCII signature must be a 401, never a 500."""
+    world.start_receiver()
+    body = json.dumps({"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": 1}}).encode()
+    url = f"http://127.0.0.1:{world.port}/jira-webhook"
+    good = signature(SECRET, body)
+    for header in (None, b"sha256=" + b"0" * 64, good[:-2].encode() + "é".encode()):
+        headers = {"X-Atlassian-Webhook-Identifier": "g-e6"} | ({"X-Hub-Signature": header} if header else {})
+        assert httpx.post(url, content=body, headers=headers, timeout=10).status_code == 401
+    rejected = world.events("webhook.rejected")
+    assert [(e["reason"], e["provider"], e["delivery_id"]) for e in rejected] == [
+        ("invalid-signature", "jira", "g-e6")
+    ] * 3
+    assert fake_jira.requests == [] and world.inbox_empty()
+    world.receiver.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    world.receiver.wait(timeout=30)  # type: ignore[union-attr]
+
+    del world.env.env["THE_LOOP_JIRA_WEBHOOK_SECRET"]  # no secret: no route, though the receiver runs
+    world.start_receiver()
+    assert httpx.post(url, content=body, headers={"X-Hub-Signature": good}, timeout=10).status_code == 404
+    assert fake_jira.requests == []
+
+
+def test_a6_a_moved_ticket_is_never_acted_on(world: World, fake_jira: FakeJira) -> None:
+    """Once Jira answers PROJ-12 under another key, neither ingress delivers to, nor closes, PROJ-12's session."""
+    world.poll()
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
+    world.poll()
+    harness = world.harness()
+    harness.wait_ready(timeout=20)
+    before = len(harness.submitted())
+
+    moved = fake_jira.issues.pop("PROJ-12")
+    moved.key = "PROJ-40"
+    fake_jira.issues["PROJ-40"] = moved
+    fake_jira.moved["PROJ-12"] = "PROJ-40"
+    comment = fake_jira.add_comment("PROJ-40", "please keep going", "acc-ok")
+    moved.category = "done"  # and done: still no closure for PROJ-12, whose key Jira no longer answers to
+
+    world.start_receiver()
+    doorbell = {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": comment}}
+    assert world.ring(doorbell).status_code == 202
+    wait_for(lambda: any(e["reason"] == "jira-ticket-moved" for e in world.events("routing.dropped")), timeout=20)
+    world.poll()
+    assert world.inbox_empty() and not world.events("poll.closure_detected")
+    assert "ended" not in world.portable()
+    assert world.local()["sessions"][REF]["status"] != "closed"  # type: ignore[index]
+    assert world.tmux("has-session", "-t", TARGET).returncode == 0
+    assert len(harness.submitted()) == before
+
+
+def test_e11_a_failing_call_in_the_real_poller_leaks_no_credential(world: World, fake_jira: FakeJira) -> None:
+    """Jira answers 500 echoing the request headers: the poller's output and the event log name the failure,
+    never the token, the e-mail, their base64 pair or the Authorization header."""
+    import base64
+
+    fake_jira.fail("GET", "search/jql", 500, echo_headers=True)
+    result = world.env.run("daemon", "run", "poller", "--once", timeout=60)
+    trail = result.stdout + result.stderr + (world.env.root / "logs" / "events.jsonl").read_text()
+    assert "injected 500" in trail
+    pair = base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
+    for secret in (TOKEN, EMAIL, pair):
+        assert secret not in trail
+    assert fake_jira.seen("GET", "search/jql")[0].headers["authorization"] == f"Basic {pair}"  # it was sent
+
+
+def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(world: World, fake_jira: FakeJira) -> None:
+    world.poll()
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
+    world.poll()
+    world.harness().wait_ready(timeout=20)
+    fake_jira.issues["PROJ-12"].category = "done"
+    world.start_receiver()
+    assert world.ring({"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}).status_code == 202
+    wait_for(lambda: "ended" in world.portable(), timeout=20)
+    assert world.portable()["ended"]["source"] == "webhook"
+    wait_for(lambda: world.local()["sessions"][REF]["status"] == "closed", timeout=20)  # type: ignore[index]
+    assert world.events("cleanup.deferred")[-1]["reason"] == "no-actor"

@@ -11,6 +11,7 @@ from jira_fixtures import base_config
 
 from the_loop.interfaces import ServiceContext
 from the_loop.poller import run_cycle
+from the_loop.refs import parse_ref
 from the_loop.testing import LoopEnv
 from the_loop_jira.poll import JiraPollSource
 
@@ -174,3 +175,87 @@ def test_e11_a_500_echoing_headers_leaves_no_credential_in_the_trail(
     trail = json.dumps(result) + (jira_env.root / "logs" / "events.jsonl").read_text()
     for secret in (TOKEN, EMAIL, base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()):
         assert secret not in trail
+
+
+def test_j7_poll_reads_wait_longer_than_other_calls(
+    load: Any, fake_jira: FakeJira, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library takes one timeout per session, so the poller reads through a client of its own (60 s vs 30 s);
+    scaled down here: a 0.6 s answer is fine for a poll read and a timeout for any other call."""
+    from the_loop_jira import poll, ticketing
+    from the_loop_jira.client import JiraError
+
+    monkeypatch.setattr(ticketing, "TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(poll, "POLL_TIMEOUT_SECONDS", 5)
+    config = load()
+    fake_jira.slow("GET", r"search/jql$|issue/PROJ-12$", 0.6)
+    result = cycle(config)
+    assert result["scopesPolled"] == 1 and result["itemsSeen"] == 1 and not result["scopesFailed"]
+    with pytest.raises(JiraError, match=r"unreachable \(ReadTimeout\)"):
+        ticketing.client_for(config).issue(parse_ref("jira:jira.test/PROJ-12"))
+
+
+def test_j10_cloud_search_pages_by_token_caps_at_200_and_rechecks_each_hit(load: Any, fake_jira: FakeJira) -> None:
+    for n in range(13, 13 + 250):
+        fake_jira.add_issue(f"PROJ-{n}", labels=["the-loop:auto-execute"])
+    original = fake_jira.answer
+
+    def with_strays(request: Any) -> Any:
+        status, body = original(request)
+        if request.path.endswith("/search/jql") and "nextPageToken" not in request.query:
+            stray = {"summary": "s", "labels": ["the-loop:auto-execute"], "status": {"statusCategory": {"key": "new"}}}
+            body["issues"][:0] = [
+                {"key": "PROJ-900", "fields": {**stray, "status": {"statusCategory": {"key": "done"}}}},
+                {"key": "PROJ-901", "fields": {**stray, "labels": ["other"]}},
+                {"key": "ABC-1", "fields": stray},
+                {"key": "proj-2", "fields": stray},
+            ]
+        return status, body
+
+    fake_jira.answer = with_strays  # type: ignore[method-assign]  # a search answering more than it was asked
+    issues = JiraPollSource(load()).client.search("PROJ", ["the-loop: auto-execute"])
+    searches = fake_jira.seen("GET", r"^/rest/api/3/search/jql$")
+    assert [s.query.get("nextPageToken") for s in searches] == [None, "100"]
+    assert all(s.query["maxResults"] == "100" and s.query["fields"] == "summary,labels,status" for s in searches)
+    keys = [issue.key for issue in issues]
+    assert len(keys) == 196 and not {"PROJ-900", "PROJ-901", "ABC-1", "proj-2"} & set(keys)
+
+
+def test_j10_no_arming_label_fails_preflight(load: Any, fake_jira: FakeJira) -> None:
+    result = cycle(load(base_config(fake_jira, routing={"autoExecuteLabels": []})))
+    assert "no arming label" in result["scopesFailed"][0]["error"]
+    assert fake_jira.seen("GET", "search") == []
+
+
+def test_j12_beyond_5000_comments_the_newest_5000_are_kept_with_a_warning(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    ids = [fake_jira.add_comment("PROJ-12", f"c{n}", "acc-x") for n in range(5001)]
+    result = cycle(load())
+    assert result["failures"] == 0
+    assert record(jira_env)["poll"]["seenComments"] == ids[1:]
+    pages = fake_jira.seen("GET", r"/issue/PROJ-12/comment$")
+    assert len(pages) == 51 and all(p.query["maxResults"] == "100" for p in pages)
+    warned = [e for e in jira_env.events() if e["event"] == "poll.item_error"]
+    assert warned and "more than 5000 comments" in warned[-1]["error"]
+
+
+def test_j13_without_myself_there_are_no_relays_and_only_the_marker_is_self(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    fake_jira.fail("GET", r"/myself$", 500, times=100)
+    config = load()
+    cycle(config)
+    relay = fake_jira.add_comment("PROJ-12", "the-loop pause\n\n[the-loop:relay]", "acc-bot")
+    unmarked = fake_jira.add_comment("PROJ-12", "status update", "acc-bot")
+    fake_jira.add_comment("PROJ-12", "done\n\n[the-loop:agent-comment]", "acc-bot")
+    cycle(config)
+    entries = {e["dedupe_key"]: e for e in (json.loads(p.read_text())["entry"]["event"] for p in inbox_dir(jira_env))}
+    assert set(entries) == {f"jira-comment-jira.test-{relay}", f"jira-comment-jira.test-{unmarked}"}
+    assert all(e["actor"]["provider"] == "jira" and "x-the-loop-relay" not in e["excerpt"] for e in entries.values())
+    settled = [e["reason"] for e in jira_env.events() if e["event"] == "poll.comment_settled"]
+    assert settled == ["self-authored"]
+
+
+def inbox_dir(env: LoopEnv) -> list[Any]:
+    return sorted((env.root / "local" / "inbox").glob("*.json"))

@@ -65,3 +65,8 @@ def test_j5_j9_where_requests_go() -> None:
         server(serverUrl="http://jira.example.com")
     with pytest.raises(ValueError, match="cloudId"):
         server(deployment="cloud-scoped")
+
+
+def test_j2_no_url_for_a_ref_that_is_not_a_valid_jira_ref() -> None:
+    assert browse_url(parse_ref("github:octo/repo#1")) is None
+    assert comment_url(parse_ref("github:octo/repo#1"), "1") == ""

@@ -73,3 +73,46 @@ def test_e8_a_relay_acts_as_the_operator(load: Any, fake_jira: FakeJira) -> None
     assert Router(config).handle(comment_event(REF, issue, relay, LABELS, "poll")).reason == "control-executed"
     assert control.recorded(config, REF) == "pause"
     assert Router(config).handle(comment_event(REF, issue, typed, LABELS, "poll")).reason == "unauthorized-actor"
+
+
+def test_j26_a_channel_relayed_command_reaches_jira_as_a_relay_and_executes(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    """A Slack grant relays ``the-loop pause`` onto the ticket unmarked, with core's envelope. On Jira the author is
+    the service account, so only the relay line keeps the poller from settling it as the-loop's own."""
+    import json
+
+    from the_loop.channels import COMMAND_KIND, envelope
+    from the_loop.interfaces import ServiceContext
+    from the_loop.models import InboundEvent
+    from the_loop.poller import run_cycle
+    from the_loop_jira.markup import RELAY_MARKER
+    from the_loop_jira.poll import JiraPollSource
+    from the_loop_jira.ticketing import JiraTicketProvider
+
+    config = load()
+    context = ServiceContext(config=config, should_stop=lambda: False)
+    run_cycle(context, [JiraPollSource(config)])  # baseline
+    body = "the-loop pause\n\n(relayed from Dana (slack:U1))\n\n" + envelope(COMMAND_KIND, "slack", "U1")
+    JiraTicketProvider(config).post_comment(REF, body)
+    posted = fake_jira.issues["PROJ-12"].comments[-1]
+    assert RELAY_MARKER in json.dumps(posted["body"]) and "the-loop:event" not in json.dumps(posted["body"])
+    run_cycle(context, [JiraPollSource(config)])
+    (path,) = (jira_env.root / "local" / "inbox").glob("*.json")  # the poller forwarded it; route it as a worker would
+    entry = InboundEvent.model_validate(json.loads(path.read_text())["entry"]["event"])
+    assert entry.actor is not None and (entry.actor.provider, entry.actor.id) == ("jira-relay", "operator")
+    assert Router(config).handle(entry).reason == "control-executed"
+    assert control.recorded(config, REF) == "pause"
+
+
+def test_j26_a_self_marked_mirror_is_not_turned_into_a_relay(load: Any, fake_jira: FakeJira) -> None:
+    import json
+
+    from the_loop.channels import envelope
+    from the_loop_jira.markup import AGENT_MARKER, RELAY_MARKER
+    from the_loop_jira.ticketing import JiraTicketProvider
+
+    jira = JiraTicketProvider(load())
+    jira.post_comment(REF, jira.mark("Dana said: hi\n\n" + envelope("comment.reply", "slack", "U1")))
+    text = json.dumps(fake_jira.issues["PROJ-12"].comments[-1]["body"])
+    assert AGENT_MARKER in text and RELAY_MARKER not in text

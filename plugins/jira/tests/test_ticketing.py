@@ -193,3 +193,22 @@ def test_j8_library_loggers_are_scrubbed(load: Any, caplog: pytest.LogCaptureFix
     logging.getLogger("jira").error("user %s", EMAIL)
     assert caplog.records and all(secret not in caplog.text for secret in (TOKEN, EMAIL, pair))
     assert "[redacted]" in caplog.text
+
+
+@pytest.mark.parametrize(("deployment", "kind", "version"), [("cloud", "Cloud", "3"), ("data-center", "Server", "2")])
+def test_j7_the_sdk_is_built_without_probes_and_with_bounded_retries(
+    load: Any, fake_jira: FakeJira, deployment: str, kind: str, version: str
+) -> None:
+    jira = provider(load(deployment=deployment))
+    jira.labels(REF)
+    sdk = jira.client.sdk()
+    assert sdk._options["rest_api_version"] == version and sdk._options["check_update"] is False
+    assert (sdk._session.max_retries, sdk._session.timeout, sdk.deploymentType) == (2, 30, kind)
+    assert [r.path for r in fake_jira.requests] == [f"/rest/api/{version}/issue/PROJ-12"]  # no serverInfo probe
+
+
+def test_j29_an_unknown_close_transition_lists_what_is_available(load: Any, fake_jira: FakeJira) -> None:
+    jira = provider(load(closeTransition="Ship it"))
+    with pytest.raises(JiraError, match=r"'Start' → In Progress, 'Done' → Done.*nothing was transitioned"):
+        jira.close(REF)
+    assert fake_jira.seen("POST", "transitions") == []

@@ -118,7 +118,7 @@ def test_self_comment_rung_is_settled(hook: JiraWebhook, fake_jira: FakeJira, ji
     fake_jira.add_comment("PROJ-12", "done\n\n🤖 the-loop [the-loop:agent-comment]", "acc-bot", comment_id=10030)
     assert ring(hook, comment_created("10030")).status == 202
     assert inbox(jira_env) == []
-    assert [e["reason"] for e in jira_env.events() if e["event"] == "poll.comment_settled"] == ["self-authored"]
+    assert [e["reason"] for e in jira_env.events() if e["event"] == "routing.dropped"] == ["self-authored"]
 
 
 def test_j23_issue_updated_on_an_armed_started_ticket_is_presence(
@@ -140,3 +140,57 @@ def test_j23_issue_updated_on_an_armed_started_ticket_is_presence(
 def test_other_webhook_events_are_ignored_unread(hook: JiraWebhook, fake_jira: FakeJira) -> None:
     assert ring(hook, {"webhookEvent": "worklog_updated", "issue": {"key": "PROJ-12"}}).status == 202
     assert fake_jira.requests == []
+
+
+@pytest.mark.parametrize("state", ["unarmed", "done"])
+def test_j23_a_comment_on_an_unarmed_or_done_ticket_is_not_read(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, state: str
+) -> None:
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10050)
+    if state == "done":
+        fake_jira.issues["PROJ-12"].category = "done"
+    else:
+        fake_jira.issues["PROJ-12"].labels = ["something-else"]
+    assert ring(hook, comment_created(10050)).status == 202
+    assert inbox(jira_env) == [] and fake_jira.seen("GET", "comment") == []
+    assert [e["reason"] for e in jira_env.events() if e["event"] == "routing.dropped"] == ["spawn-policy"]
+
+
+def test_j23_jira_failing_never_crashes_the_receiver(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_jira.fail("GET", r"issue/PROJ-12$", 500, echo_headers=True)
+    assert ring(hook, comment_created(10013), guid="g-500").status == 202
+    monkeypatch.delenv("JIRA_API_TOKEN")
+    assert ring(hook, comment_created(10013), guid="g-env").status == 202
+    failed = [e for e in jira_env.events() if e["event"] == "jira.doorbell_failed"]
+    assert [e["delivery_id"] for e in failed] == ["g-500", "g-env"]
+    assert "500" in failed[0]["error"] and "JIRA_API_TOKEN" in failed[1]["error"]
+    assert "jira-secret-token" not in json.dumps(failed) and inbox(jira_env) == []
+
+
+def test_j22_the_guid_is_logged_never_a_dedupe_key(hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    fake_jira.add_comment("PROJ-12", "hello", "acc-ok", comment_id=10060)
+    for guid in ("g-a", "g-b"):  # Jira retrying under a new GUID is still the same comment
+        assert ring(hook, comment_created("10060"), guid=guid).status == 202
+    assert [e["dedupe_key"] for e in inbox(jira_env)] == ["jira-comment-jira.test-10060"]
+    received = [e["delivery_id"] for e in jira_env.events() if e["event"] == "webhook.received"]
+    assert received == ["g-a", "g-b"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": "10/../1"}},
+        {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": "1" * 33}},
+        {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12" + "0" * 30}, "comment": {"id": 1}},
+        {"webhookEvent": "x" * 65, "issue": {"key": "PROJ-12"}},
+        ["not", "an", "object"],
+    ],
+)
+def test_j22_oversized_or_odd_fields_never_reach_a_url(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, payload: Any
+) -> None:
+    answer = ring(hook, payload)
+    assert answer.status in (202, 400)
+    assert inbox(jira_env) == [] and fake_jira.seen("GET", "comment") == []

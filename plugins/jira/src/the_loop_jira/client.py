@@ -41,7 +41,8 @@ __all__ = [
     "scrub",
 ]
 
-TIMEOUT_SECONDS = 30  # the session's, for every call (the library takes no per-request timeout)
+TIMEOUT_SECONDS = 30  # every call's (the library takes one timeout per session, none per request) …
+POLL_TIMEOUT_SECONDS = 60  # … so the poller reads through a client of its own with the longer one (J7)
 MAX_RETRIES = 2
 MAX_RETRY_DELAY = 10  # the library's 429/503 backoff, capped: a poll cycle must not stall for minutes
 PAGE = 100
@@ -169,8 +170,9 @@ class JiraClient:
     """All Jira I/O for one configuration. Thread-safe enough for the receiver: the SDK object is rebuilt under a
     lock and only ever replaced, never mutated."""
 
-    def __init__(self, settings: JiraSettings) -> None:
+    def __init__(self, settings: JiraSettings, *, timeout: float = TIMEOUT_SECONDS) -> None:
         self.settings = settings
+        self.timeout = timeout
         self._lock = threading.Lock()
         self._sdk: JIRA | None = None
         self._identity: tuple[str, str, str] | None = None
@@ -221,7 +223,7 @@ class JiraClient:
                     options={"rest_api_version": self.settings.rest_version, "check_update": False},
                     get_server_info=False,
                     max_retries=MAX_RETRIES,
-                    timeout=TIMEOUT_SECONDS,
+                    timeout=self.timeout,
                     **auth,
                 )
             except Exception as exc:
@@ -259,7 +261,7 @@ class JiraClient:
         except JIRAError as exc:
             text = scrub(" ".join(str(exc.text or "").split()))[:ERROR_CHARS]
             raise JiraError(f"Jira {shown}: {exc.status_code} {text}".rstrip(), exc.status_code) from None
-        except RequestException as exc:
+        except RequestException as exc:  # a timeout included: ``unreachable (ReadTimeout)``
             raise JiraError(f"Jira {shown}: unreachable ({type(exc).__name__})") from None
         if not response.content:
             return None

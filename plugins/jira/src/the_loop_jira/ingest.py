@@ -27,6 +27,14 @@ def is_command(config: LoadedConfig, body: str) -> bool:
     return control.parse(body, config.core.routing.control.keywords).command is not None
 
 
+def _settled(reason: str, fields: dict[str, str]) -> None:
+    """A comment not forwarded, in each ingress's own words: the poller settles it, the doorbell drops it."""
+    if fields["transport"] == "webhook":
+        events.emit("routing.dropped", reason=reason, provider="jira", **fields)
+    else:
+        events.emit("poll.comment_settled", reason=reason, **fields)
+
+
 def ingest_comment(
     config: LoadedConfig,
     inbox: Inbox,
@@ -39,13 +47,13 @@ def ingest_comment(
     inbox. Raises what the inbox raises (the caller must not advance its cursor then)."""
     fields = {"work_item": str(ref), "comment_id": comment.id, "transport": transport}
     if origin(comment) == "self":
-        events.emit("poll.comment_settled", reason="self-authored", **fields)
+        _settled("self-authored", fields)
         return "settled"
     if MIRROR_LABEL in issue.labels:
         if is_command(config, comment.body_md):
             events.emit("arm.refused", reason="mirror", **fields)
             return "refused"
-        events.emit("poll.comment_settled", reason="mirror", **fields)
+        _settled("mirror", fields)
         return "settled"
     event = comment_event(ref, issue, comment, arming_labels(config, issue.labels), transport)
     stored = inbox.put(event.dedupe_key, event.inbox_entry())

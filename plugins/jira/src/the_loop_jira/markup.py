@@ -23,6 +23,7 @@ _SENTINEL_HTML = re.compile(r"^\s*<!--\s*the-loop:([a-z0-9][a-z0-9-]*)\s*-->\s*$
 _SENTINEL_TEXT = re.compile(r"^\[the-loop:([a-z0-9][a-z0-9-]*)\]$")
 # Every spelling of a live marker prefix in quoted text: plain, backslash-escaped, entity-encoded.
 _LIVE = re.compile(r"the(?:-|\\-|&#45;|&#x2[dD];|&dash;|&hyphen;)loop(?::|&#58;|&colon;)(?=[A-Za-z0-9])")
+_SUMMARY = re.compile(r"<summary>([^<]*)</summary>", re.I)
 _HIDDEN = re.compile(r"<!--\s*the-loop:[a-z0-9][a-z0-9-]*\s*-->")
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,9 @@ class _AdfBuilder:
                 match = _SENTINEL_HTML.match(token.content)
                 if match:
                     nodes.append({"type": "paragraph", "content": [_text(f"[the-loop:{match.group(1)}]", [])]})
+                for summary in _SUMMARY.findall(token.content):  # `<details><summary>…` opens a block: keep its title
+                    if summary.strip():
+                        nodes.append({"type": "paragraph", "content": [_text(summary.strip(), [{"type": "strong"}])]})
                 i += 1  # any other raw HTML (payload envelopes, <details>) is dropped
             else:
                 i += 1

@@ -15,7 +15,7 @@ from the_loop.inbox import Inbox
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.refs import RefError, parse_ref
 from the_loop.store import WorkItemStore
-from the_loop_jira.client import JiraClient, JiraError, jira_label
+from the_loop_jira.client import POLL_TIMEOUT_SECONDS, JiraClient, JiraError, jira_label
 from the_loop_jira.ingest import ingest_comment, is_command
 from the_loop_jira.normalize import closure_event, comment_key, origin
 from the_loop_jira.refs import SCHEME, ref_for
@@ -69,7 +69,7 @@ class JiraPollSource(PollSource):
 
     @property
     def client(self) -> JiraClient:
-        return client_for(self.config)
+        return client_for(self.config, timeout=POLL_TIMEOUT_SECONDS)  # J7: poll reads wait longer
 
     def poll_once(self, context: ServiceContext) -> dict[str, Any]:
         settings = settings_of(self.config)

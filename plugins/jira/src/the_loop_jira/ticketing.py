@@ -8,13 +8,15 @@ says (issue-381).
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from the_loop.interfaces import TicketProvider
 from the_loop.refs import RefError, WorkItemRef
-from the_loop_jira.client import CredentialsMissing, JiraClient, JiraError, jira_label
+from the_loop_jira.client import TIMEOUT_SECONDS, CredentialsMissing, JiraClient, JiraError, jira_label
 from the_loop_jira.markup import AGENT_MARKER, RELAY_MARKER, defang
 from the_loop_jira.refs import SCHEME, PlacementError, browse_url, place, repository_for
 
@@ -27,8 +29,10 @@ __all__ = ["ATTRIBUTION", "MIRROR_LABEL", "RELAY_LINE", "JiraTicketProvider", "c
 ATTRIBUTION = f"🤖 _the-loop, autonomous comment_ {AGENT_MARKER}"
 RELAY_LINE = f"_relayed by the-loop for the operator_ {RELAY_MARKER}"
 MIRROR_LABEL = "the-loop-mirror"
+RELAY_KINDS = ("control.command", "gate.feedback")  # J26: what the-loop posts for the operator
+_ENVELOPE = re.compile(r"<!--\s*the-loop:event\s+(\{.*?\})\s*-->", re.S)
 _GITHUB_STAMPS = ("<!-- the-loop:agent-comment -->", "🤖 _the-loop, autonomous comment_")
-_CLIENTS: dict[str, JiraClient] = {}
+_CLIENTS: dict[tuple[str, float], JiraClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
@@ -42,14 +46,15 @@ def settings_of(config: LoadedConfig) -> JiraSettings:
         return JiraSettings.model_validate(raw if isinstance(raw, Mapping) else {})
 
 
-def client_for(config: LoadedConfig) -> JiraClient:
-    """One client per configuration per process, so the cached SDK object and ``myself`` are reused."""
+def client_for(config: LoadedConfig, *, timeout: float | None = None) -> JiraClient:
+    """One client per configuration and timeout per process, so the cached SDK object and ``myself`` are reused."""
     settings = settings_of(config)
-    key = settings.model_dump_json()
+    timeout = timeout or TIMEOUT_SECONDS
+    key = (settings.model_dump_json(), timeout)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            client = _CLIENTS[key] = JiraClient(settings)
+            client = _CLIENTS[key] = JiraClient(settings, timeout=timeout)
         return client
 
 
@@ -64,6 +69,18 @@ def arming_labels(config: LoadedConfig, jira_labels: Sequence[str]) -> list[str]
         except Exception:
             continue
     return labels
+
+
+def _relayed(text: str) -> bool:
+    """Whether ``text`` carries core's envelope of a relayed kind (``<!-- the-loop:event {…"type": …} -->``)."""
+    for match in _ENVELOPE.finditer(text):
+        try:
+            kind = json.loads(match.group(1)).get("type")
+        except (ValueError, AttributeError):
+            continue
+        if kind in RELAY_KINDS:
+            return True
+    return False
 
 
 def _strip_stamps(text: str) -> str:
@@ -105,6 +122,10 @@ class JiraTicketProvider(TicketProvider):
     # --------------------------------------------------------------------------------------------- calls
 
     def post_comment(self, ref: WorkItemRef, body: str) -> str:
+        """A channel's relay (a control command or gate feedback, posted unmarked with its envelope) gets the relay
+        line: Jira shows only the service account as author, so without it the ingress would settle it as self."""
+        if _relayed(body) and not self.is_self_authored(body):
+            body = self.mark_relay(body)
         return self.client.post_comment(ref, body)
 
     def labels(self, ref: WorkItemRef) -> list[str]:
