@@ -135,6 +135,11 @@ class WebhookResponse:
     body: Mapping[str, Any] = field(default_factory=dict)
 
 
+# Set by core's HTTP server on every request a route handles: the client's address, for the route's own log lines
+# (a value the client sent under this name is replaced, so it cannot be forged).
+PEER_HEADER = "x-the-loop-peer"
+
+
 class WebhookIngress(abc.ABC):
     """A route on core's one HTTP server. ``handle`` verifies and normalizes a delivery and must have written
     it to the durable inbox before it answers 2xx; it never touches tmux."""
@@ -145,7 +150,8 @@ class WebhookIngress(abc.ABC):
 
     @abc.abstractmethod
     def handle(self, headers: Mapping[str, str], body: bytes) -> WebhookResponse:
-        """Answer one request. Called on a worker thread; must not raise for bad input (answer 4xx instead)."""
+        """Answer one request. Called on a worker thread; must not raise for bad input (answer 4xx instead).
+        ``headers`` are lower-cased and carry :data:`PEER_HEADER`."""
 
     def problems(self) -> list[str]:
         """What stops this route from serving (a missing secret): the receiver refuses to start on any, and
@@ -338,14 +344,24 @@ class Channel(abc.ABC):
         first, following every page. Raise :class:`ChannelError` to skip the conversation this cycle."""
         return []
 
-    def listen(self, sink: Callable[[InboundMessage], str], should_stop: Callable[[], bool]) -> None:
+    def listen(
+        self,
+        sink: Callable[[InboundMessage], str],
+        should_stop: Callable[[], bool],
+        connected: Callable[[], None] = lambda: None,
+    ) -> None:
         """Receive messages as they are written until ``should_stop()``. Each goes to ``sink`` (core's claim)
         first, and the platform's delivery is acknowledged after it returned, or raised; it answers
-        ``claim-failed`` when nothing was stored, and that delivery is then left unacknowledged for a retry."""
+        ``claim-failed`` when nothing was stored, and that delivery is then left unacknowledged for a retry.
+        Call ``connected()`` each time a connection is (re)established: core then reads what was missed."""
         raise ChannelError(f"{self.name} cannot listen")
 
     def acknowledge(self, message: InboundMessage, state: Literal["received", "completed", "error"]) -> None:
         """Show the writer how their message fared (a reaction); best-effort, may raise."""
+        return None
+
+    def tell(self, message: InboundMessage, text: str) -> None:
+        """Answer the writer of ``message`` privately (Slack: an ephemeral message); best-effort, may raise."""
         return None
 
 

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from the_loop import events
-from the_loop.interfaces import WebhookIngress
+from the_loop.interfaces import PEER_HEADER, WebhookIngress
 
 if TYPE_CHECKING:
     from the_loop.interfaces import ServiceContext
@@ -89,7 +89,9 @@ def ingress_endpoint(ingress: WebhookIngress, cap: int, timeout: float) -> Calla
         if isinstance(body, Response):
             return body
         try:
-            answer = await run_in_threadpool(ingress.handle, request.headers, body)
+            headers = {key: value for key, value in request.headers.items() if key != PEER_HEADER}
+            headers[PEER_HEADER] = request.client.host if request.client else ""
+            answer = await run_in_threadpool(ingress.handle, headers, body)
         except Exception as exc:  # an ingress bug, not the client's fault
             events.emit(
                 "server.rejected",

@@ -173,11 +173,12 @@ def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: World, fake
     url = f"http://127.0.0.1:{world.port}/jira-webhook"
     good = signature(SECRET, body)
     for header in (None, b"sha256=" + b"0" * 64, good[:-2].encode() + "é".encode()):
-        headers = {"X-Atlassian-Webhook-Identifier": "g-e6"} | ({"X-Hub-Signature": header} if header else {})
+        headers = {"X-Atlassian-Webhook-Identifier": "g-e6", "X-The-Loop-Peer": "10.9.9.9"}  # a forged peer
+        headers |= {"X-Hub-Signature": header} if header else {}
         assert httpx.post(url, content=body, headers=headers, timeout=10).status_code == 401
     rejected = world.events("webhook.rejected")
-    assert [(e["reason"], e["provider"], e["delivery_id"]) for e in rejected] == [
-        ("invalid-signature", "jira", "g-e6")
+    assert [(e["reason"], e["provider"], e["delivery_id"], e["peer"]) for e in rejected] == [
+        ("invalid-signature", "jira", "g-e6", "127.0.0.1")  # J21: the peer, as the server saw it
     ] * 3
     assert fake_jira.requests == [] and world.inbox_empty()
     world.receiver.send_signal(signal.SIGTERM)  # type: ignore[union-attr]

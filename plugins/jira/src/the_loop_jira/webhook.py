@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
 from the_loop.inbox import Inbox
-from the_loop.interfaces import WebhookIngress, WebhookResponse
+from the_loop.interfaces import PEER_HEADER, WebhookIngress, WebhookResponse
 from the_loop.signing import signed_by
 from the_loop.state import StateError
 from the_loop_jira.client import CredentialsMissing, JiraError
@@ -78,8 +78,13 @@ class JiraWebhook(WebhookIngress):
         guid = str(lowered.get(GUID_HEADER) or "")
         guid = guid if _PRINTABLE.match(guid) else "-"
         if not signed_by(secret, body, lowered.get(SIGNATURE_HEADER)):
-            events.emit(
-                "webhook.rejected", level="warning", reason="invalid-signature", provider="jira", delivery_id=guid
+            events.emit(  # J21: who knocked is logged (their address), never what they sent
+                "webhook.rejected",
+                level="warning",
+                reason="invalid-signature",
+                provider="jira",
+                delivery_id=guid,
+                peer=lowered.get(PEER_HEADER) or None,
             )
             return WebhookResponse(401, {"status": "invalid signature"})
         bell = _doorbell(body)
