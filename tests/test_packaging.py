@@ -109,6 +109,7 @@ polling: {enabled: true, sources: [{provider: github}, {provider: jira, projects
 integrations:
   jira:
     site: jira.test
+    deployment: cloud
     api: {emailEnv: [JIRA_EMAIL], tokenEnv: [JIRA_API_TOKEN]}
     projects: {PROJ: {repository: octo/repo}}
     webhook: {secretEnv: JIRA_WEBHOOK_SECRET}

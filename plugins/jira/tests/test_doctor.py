@@ -96,3 +96,13 @@ def test_j27_a_label_that_only_needs_normalizing_loads(jira_env: LoopEnv, fake_j
     jira_env.write_config(config)
     result = jira_env.run("config", "validate")
     assert result.returncode == 0, result.stderr
+
+
+def test_a3_deployment_is_required_once_a_site_is_set(jira_env: LoopEnv, fake_jira: FakeJira) -> None:
+    config = base_config(fake_jira)
+    del config["integrations"]["jira"]["deployment"]
+    jira_env.write_config(config)
+    result = jira_env.run("config", "validate")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error:") and "integrations.jira.deployment is required" in line

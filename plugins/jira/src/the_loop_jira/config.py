@@ -85,7 +85,7 @@ class JiraWebhook(Section):
 
 class JiraSettings(Section):
     site: str = ""
-    deployment: Literal["cloud", "cloud-scoped", "data-center"] = "cloud"
+    deployment: Literal["", "cloud", "cloud-scoped", "data-center"] = ""  # required once a site is set (A.3)
     cloud_id: str = Field("", pattern=r"^$|^[A-Za-z0-9-]+$")
     server_url: str = ""
     api: JiraApi = JiraApi()
@@ -126,6 +126,8 @@ class JiraSettings(Section):
         """A configured site needs what every request needs (A.3); an absent section stays valid."""
         if not self.site:
             return self
+        if not self.deployment:
+            raise ValueError("integrations.jira.deployment is required: cloud, cloud-scoped or data-center")
         if self.deployment == "cloud-scoped" and not self.cloud_id:
             raise ValueError("deployment cloud-scoped needs integrations.jira.cloudId")
         if not self.api.token_env:
