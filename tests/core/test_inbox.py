@@ -590,3 +590,23 @@ def test_delivery_status_tells_inflight_done_failed_and_unknown(layout: StateLay
     assert inbox.release(entry, "boom") is None  # its only attempt: abandoned
     assert inbox.delivery_status("k-fail") == "failed"
     assert inbox.delivery_status("k-fail", rounds=2) == "unknown"  # a second round was never abandoned
+
+
+def test_a_forgotten_key_may_be_taken_again_also_by_a_later_process_and_after_compaction(layout: StateLayout) -> None:
+    """A reopen forgets the item's close key: its next close is new input, not a duplicate of the first."""
+    inbox = Inbox(layout, completed_limit=4)
+    close = "github:close:github:octo/repo#15:closed"
+    assert inbox.put(close, {"work_item": "github:octo/repo#15"})
+    inbox.settle(*inbox.pending())
+    assert not inbox.put(close, {"work_item": "github:octo/repo#15"})  # settled: refused
+    inbox.forget(close, "never-settled")  # an unknown key costs nothing
+    lines = (layout.inbox_dir / "completed.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("forgotten") for line in lines] == [None, True]
+    assert Inbox(layout).delivery_status(close) == "unknown"  # a fresh reader replays the tombstone
+    assert inbox.put(close, {"work_item": "github:octo/repo#15"})
+    inbox.settle(*inbox.pending())
+    assert not Inbox(layout).put(close, {})
+    for n in range(8):  # enough to compact: the tombstone goes, the second settle stays
+        assert inbox.put(f"k{n}", {"work_item": f"fake:octo/repo#{n}"})
+        inbox.settle(*inbox.pending())
+    assert all("forgotten" not in line for line in (layout.inbox_dir / "completed.jsonl").read_text().splitlines())

@@ -45,6 +45,7 @@ __all__ = [
     "ResetReport",
     "cleanup",
     "close_session",
+    "pull_request_ended",
     "reset",
     "running_services",
     "work_item_ended",
@@ -598,11 +599,67 @@ def work_item_ended(
     return report
 
 
+def pull_request_ended(
+    config: LoadedConfig,
+    owner: WorkItemRef | str,
+    pull_request: WorkItemRef | str,
+    *,
+    reason: str,
+    delivery_id: str = "",
+) -> bool:
+    """A pull request recorded on ``owner`` closed or merged (issue-101): only its endpoint is closed, through the
+    one close path, and its poll ledger (``pullRequests`` entry, seed 004) dropped — it will not be listed again.
+    The work item's own session runs on (``session.kept_open``). False when ``owner`` does not record it."""
+    from the_loop.store import WorkItemStore
+
+    item, pull = _ref(owner), str(pull_request)
+    record = SessionRegistry(config.state).load(str(item))
+    store = WorkItemStore(config.state, config=config)
+    ledgers = (store.read(item) or {}).get("pullRequests")
+    has_ledger = isinstance(ledgers, dict) and pull in ledgers
+    if (record is None or pull not in record.sessions) and not has_ledger:
+        return False
+    closed = close_session(config, item, endpoint=pull).closed if record is not None else []
+    if has_ledger:
+
+        def drop(current: Any) -> Any:
+            remaining = {k: v for k, v in current.items() if k != pull} if isinstance(current, dict) else {}
+            return remaining or None
+
+        store.update_section(item, "pullRequests", drop)
+    events.emit(
+        "session.kept_open",
+        work_item=str(item),
+        closed_ref=pull,
+        reason=reason,
+        delivery_id=delivery_id or None,
+        endpoint_closed=bool(closed),
+    )
+    return True
+
+
+def _forget_close_keys(config: LoadedConfig, item: WorkItemRef) -> None:
+    """A reopened item's earlier close keys no longer stand for anything: forget them, so its next close counts.
+    Best-effort: an unreadable inbox leaves them, and that close is then dropped as a duplicate."""
+    from the_loop.inbox import Inbox
+    from the_loop.plugins import get_host
+
+    provider_cls = get_host().ticket_providers().get(item.provider)
+    try:
+        keys = provider_cls(config).close_keys(item) if provider_cls is not None else []
+        if keys:
+            Inbox.for_config(config).forget(*keys)
+    except Exception as exc:
+        events.emit("work_item.forget_failed", level="warning", work_item=str(item), error=str(exc)[:300])
+
+
 def work_item_reopened(config: LoadedConfig, ref: WorkItemRef | str, *, actor: str, source: str) -> bool:
-    """Clear the ``ended`` stamp of a reopened work item (it then routes normally); True when there was one."""
+    """Clear the ``ended`` stamp of a reopened work item (it then routes normally); True when there was one. Its
+    close keys are forgotten either way, so a later close is acted on."""
     from the_loop.store import WorkItemStore
 
     item = _ref(ref)
+    _forget_close_keys(config, item)
     store = WorkItemStore(config.state, config=config)
     if "ended" not in (store.read(item) or {}):
         return False

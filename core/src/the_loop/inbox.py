@@ -327,7 +327,14 @@ class Inbox:
             for line in whole.splitlines(keepends=True):
                 self._completed_lines += 1
                 with contextlib.suppress(ValueError, UnicodeDecodeError, KeyError, TypeError):
-                    self._completed_tail.append((str(json.loads(line)["digest"]), line))
+                    record = json.loads(line)
+                    digest = str(record["digest"])
+                    if record.get("forgotten"):  # see forget(): the key may be taken again
+                        kept = [item for item in self._completed_tail if item[0] != digest]
+                        self._completed_tail.clear()
+                        self._completed_tail.extend(kept)
+                    else:
+                        self._completed_tail.append((digest, line))
             self._completed_set = frozenset(digest for digest, _ in self._completed_tail)
             return self._completed_set
 
@@ -336,6 +343,28 @@ class Inbox:
         self._completed_offset = self._completed_lines = 0
         self._completed_tail.clear()
         self._completed_set = frozenset()
+
+    def forget(self, *keys: str) -> None:
+        """Let ``keys`` be taken again: a settled key normally refuses its object for good, but some objects
+        legitimately recur (an item closed, reopened, then closed again has the same close key). Appends one
+        tombstone per key to completed.jsonl; a key that is not remembered costs nothing."""
+        remembered = self._completed()
+        digests = [(key, key_digest(key)) for key in keys]
+        lines = b"".join(
+            _dumps({"digest": digest, "key": key, "forgotten": True}) + b"\n"
+            for key, digest in digests
+            if digest in remembered
+        )
+        if not lines:
+            return
+        with locked(self._lock_path):
+            fd = os.open(self.completed_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, lines)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._completed()
 
     def _remember(self, entries: tuple[InboxEntry, ...]) -> None:
         """Append the entries' keys to completed.jsonl with one fsync; compact it to the newest keys when long."""

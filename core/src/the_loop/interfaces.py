@@ -215,6 +215,11 @@ class TicketProvider(abc.ABC):
         references); None when unknown or not applicable — the router then relies on the event's own linkage."""
         return None
 
+    def close_keys(self, ref: WorkItemRef) -> list[str]:
+        """The dedupe keys this tracker's ingresses give ``ref``'s close events. A reopen makes the inbox forget
+        them, so closing the item again is a new event rather than a duplicate of the first close."""
+        return []
+
     def code_repository(self, ref: WorkItemRef) -> str | None:
         """``[HOST/]OWNER/REPO`` where a key-form ref's code lives (Jira: the project's mapped repository), checked
         out for its session when workspaces are on; None when the tracker maps none (the session runs in

@@ -50,6 +50,20 @@ class Loop:
         assert response.status_code == 202, response.text
         return payload
 
+    def reactions(self, payload: dict[str, Any], repo: str = "octo/repo") -> list[str]:
+        """The reactions the-loop put on the comment of ``payload`` (R1), in order."""
+        path = rf"/repos/{repo}/issues/comments/{payload['comment']['id']}/reactions"
+        return [call.body["content"] for call in self.fake.calls("POST", path)]
+
+    def portable(self, slug: str = "github-octo-repo-15") -> dict[str, Any]:
+        path = self.env.root / "portable" / f"{slug}.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def add_sections(self, slug: str = "github-octo-repo-15", **sections: Any) -> None:
+        """Write portable sections by hand (what the poller or a grant would have written); the daemon reads them."""
+        path = self.env.root / "portable" / f"{slug}.json"
+        path.write_text(json.dumps({**self.portable(slug), **sections}))
+
     def repost(self, payload: dict[str, Any]) -> None:
         assert self.receiver.post("issue_comment", payload).status_code == 202
 
@@ -80,8 +94,9 @@ class Loop:
 def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loop]]:
     started: list[tuple[Receiver, str]] = []
 
-    def start(*, plugins: tuple[str, ...] = (), **routing: Any) -> Loop:
-        """``plugins``: more test plugin modules (from this folder) for the daemon, after the fake harness."""
+    def start(*, plugins: tuple[str, ...] = (), repositories: tuple[str, ...] = ("octo/repo",), **routing: Any) -> Loop:
+        """``plugins``: more test plugin modules (from this folder) for the daemon, after the fake harness;
+        ``repositories``: the repository bound."""
         socket = f"the-loop-test-{secrets.token_hex(6)}"
         logs = gh_env.tmp / "harness-logs"
         logs.mkdir(exist_ok=True)
@@ -105,7 +120,7 @@ def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loo
         gh_env.write_config(
             {
                 "version": "0.12.0",
-                "repositories": ["octo/repo"],
+                "repositories": list(repositories),
                 "webhooks": {"ghWebhook": {"enabled": True, "port": port}},
                 "routing": settings,
                 **fake_github.config(),
@@ -193,10 +208,11 @@ def test_a7_strangers_and_marked_comments_never_reach_the_session(loop: Callable
 
 def test_a8_a_comment_before_the_start_is_never_replayed(loop: Callable[..., Loop]) -> None:
     machine = loop()
-    machine.comment("hello before the start")
+    early = machine.comment("hello before the start")
     machine.settled()
     assert machine.record() is None
     assert [e["reason"] for e in machine.events("dispatch.dropped")] == ["awaiting-start"]
+    assert machine.reactions(early) == ["eyes"]  # issue-371: a suppression keeps only its started mark
     harness = start_work(machine)
     assert all("hello before the start" not in text for text in harness.submitted())
 
@@ -213,14 +229,15 @@ def test_a9_an_unlabelled_start_is_refused(loop: Callable[..., Loop]) -> None:
 def test_a11_a12_pause_resume_and_stop(loop: Callable[..., Loop]) -> None:
     machine = loop()
     harness = start_work(machine)
-    machine.comment("the-loop pause")
-    machine.comment("while paused")
+    pause = machine.comment("the-loop pause")
+    paused = machine.comment("while paused")
     machine.comment("the-loop resume")
     machine.comment("after resume")
     harness.wait_for_submitted(2, timeout=20)
     machine.settled()
     assert "after resume" in harness.submitted()[-1]
     assert all("while paused" not in text for text in harness.submitted())
+    assert machine.reactions(pause) == ["eyes", "hooray"] and machine.reactions(paused) == ["eyes"]  # issue-371
     machine.comment("the-loop stop")
     machine.settled()
     assert machine.own()["status"] == "closed"
@@ -356,13 +373,31 @@ def test_a16_closing_the_issue_by_an_authorized_user_kills_its_session_and_keeps
     loop: Callable[..., Loop],
 ) -> None:
     machine = loop()
-    start_work(machine)
+    harness = start_work(machine)
+    machine.add_sections(
+        poll={"seenComments": ["1"], "commentAttempts": {}},
+        collaborators={"users": [{"login": "dana", "addedBy": "octocat"}]},
+        collaborationChannels={"channels": [{"ref": "slack@C0TMP375", "type": "slack", "target": "C0TMP375"}]},
+    )
     _close_issue(machine, "octocat")
     assert machine.events("session.autoclosed")[0]["reason"] == "issue-closed"
+    [cleaned] = machine.events("session.cleaned")
+    assert (cleaned["work_item"], cleaned["actor"], cleaned["source"]) == (REF, "octocat", "webhook")
     assert machine.tmux("has-session", "-t", f"={TARGET}").returncode != 0
     assert machine.record() is None
-    portable = json.loads((machine.env.root / "portable" / "github-octo-repo-15.json").read_text())
-    assert portable["ended"]["reason"] == "issue-closed" and portable["ended"]["actor"] == "octocat"
+    portable = machine.portable()
+    ended = portable["ended"]
+    assert (ended["state"], ended["kind"], ended["reason"], ended["source"], ended["actor"]) == (
+        "closed",
+        "issue",
+        "issue-closed",
+        "webhook",
+        "octocat",
+    )
+    # seed 004: a close clears what was asked, seen and granted; cleanup then records itself as the last command
+    assert not {"poll", "collaborators", "collaborationChannels", "lifecycle"} & set(portable)
+    assert portable["control"]["command"] == "cleanup"
+    assert len(harness.submitted()) == 1  # issue-94: the close was never pasted as a prompt
 
 
 def test_a16_a_close_by_a_stranger_closes_the_session_but_defers_cleanup(loop: Callable[..., Loop]) -> None:
@@ -403,6 +438,10 @@ def test_a16_merging_a_linked_pull_request_keeps_the_issue_session_open(loop: Ca
     machine = loop()
     harness = start_work(machine)
     _comment_on_pull_request(machine, "ready to merge", "Fixes #15", 601)
+    ledger = {"seenComments": ["1"], "commentAttempts": {}}
+    machine.add_sections(
+        poll=ledger, pullRequests={"github:octo/repo#20": ledger, "github:octo/repo#21": ledger}
+    )  # what the poller keeps for #15 and the two pull requests delivering it
     payload = gh_payloads.adapt(gh_payloads.load("pull_request.closed"), number=20, sender="octocat", merged=True)
     payload["pull_request"]["body"] = "Fixes #15"
     assert machine.receiver.post("pull_request", payload).status_code == 202
@@ -414,3 +453,43 @@ def test_a16_merging_a_linked_pull_request_keeps_the_issue_session_open(loop: Ca
     assert not machine.events("session.autoclosed")
     assert machine.tmux("has-session", "-t", f"={TARGET}").returncode == 0
     assert len(harness.records("exit")) == 0
+    portable = machine.portable()  # seed 004: the merged pull request's ledger is dropped, the others stay
+    assert portable["pullRequests"] == {"github:octo/repo#21": ledger} and portable["poll"] == ledger
+    assert "ended" not in portable
+
+
+def test_l4_a_reopened_item_loses_its_ended_stamp_and_an_authorized_start_spawns_it_again(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    start_work(machine)
+    _close_issue(machine, "mallory")  # closed, cleanup deferred: the session record stays (closed)
+    assert machine.portable()["ended"]["reason"] == "issue-closed" and "control" not in machine.portable()
+    payload = gh_payloads.adapt(gh_payloads.load("issues.reopened"), number=15, sender="octocat", labels=[AUTO_LABEL])
+    payload["issue"].pop("pull_request", None)
+    assert machine.receiver.post("issues", payload).status_code == 202
+    machine.settled()
+    assert "ended" not in machine.portable()
+    assert machine.events("work_item.reopened")[0]["work_item"] == REF
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"  # the close disarmed it
+    assert machine.own()["status"] == "closed"
+    machine.comment("the-loop start")
+    wait_for(lambda: machine.own()["status"] == "active", timeout=20)
+    machine.settled()
+    assert len(machine.events("session.spawned")) == 2
+    assert machine.portable()["control"]["command"] == "start"
+
+    # closed again: the same close key as the first close, forgotten at the reopen, so this close is acted on
+    _close_issue(machine, "octocat")
+    closes = machine.events("session.autoclosed")
+    assert len(closes) == 2 and closes[-1]["reason"] == "issue-closed"
+    assert machine.portable()["ended"]["actor"] == "octocat"
+    assert machine.tmux("has-session", "-t", f"={TARGET}").returncode != 0  # octocat closed it: cleaned up
+
+
+def test_issue_94_an_event_list_without_closes_is_warned_about_at_start(start_receiver: Callable[..., Any]) -> None:
+    receiver = start_receiver(events=["issue_comment", "pull_request_review"])
+    receiver.process.send_signal(signal.SIGTERM)
+    receiver.process.wait(timeout=30)
+    stderr = receiver.process.stderr.read() if receiver.process.stderr else ""
+    assert "warning: webhooks.ghWebhook.events omits issues and pull_request" in stderr

@@ -68,6 +68,26 @@ def test_x3a_the_provider_asks_graphql_and_a_failure_is_no_answer(provider: Any,
     assert provider.delivered_items(PR) is None
 
 
+def test_x5_existence_answers_are_cached_up_to_256_and_only_definite_ones(
+    provider: Any, fake_github: FakeGitHub
+) -> None:
+    from the_loop.router import EXISTENCE_CACHE_SIZE, Router
+
+    router = Router(provider.config)
+    fake_github.add_issue("octo/repo", 1000)
+    assert router._exists(parse_ref("github:octo/repo#1000")) is True
+    fake_github.fault("GET", r"/repos/octo/repo/issues/1001", status=503, times=1)
+    assert router._exists(parse_ref("github:octo/repo#1001")) is None  # not an answer: asked again next time
+    assert router._exists(parse_ref("github:octo/repo#1001")) is False  # the fake's definite 404
+    for number in range(2000, 2000 + EXISTENCE_CACHE_SIZE):
+        assert router._exists(parse_ref(f"github:octo/repo#{number}")) is False
+    asked = len(fake_github.calls("GET", r"/repos/octo/repo/issues/\d+"))
+    assert len(router._existence) == EXISTENCE_CACHE_SIZE == 256
+    assert router._exists(parse_ref(f"github:octo/repo#{2000 + EXISTENCE_CACHE_SIZE - 1}")) is False  # cached
+    assert router._exists(parse_ref("github:octo/repo#1000")) is True  # the oldest was evicted: asked again
+    assert len(fake_github.calls("GET", r"/repos/octo/repo/issues/\d+")) == asked + 1
+
+
 def test_x3a_no_token_means_no_graphql_call(provider: Any, fake_github: FakeGitHub, monkeypatch: Any) -> None:
     monkeypatch.delenv("GH_TOKEN")
     assert provider.delivered_items(PR) is None

@@ -14,7 +14,7 @@ from typing import Any
 import gh_payloads
 import pytest
 from gh_receiver import AUTO_LABEL
-from test_end_to_end import REF, TARGET, Loop, loop, start_work  # noqa: F401  (`loop` is the end-to-end fixture)
+from test_end_to_end import REF, TARGET, Loop, _close_issue, loop, start_work  # noqa: F401  (`loop`: the fixture)
 
 from the_loop.testing import wait_for
 
@@ -29,14 +29,31 @@ def _set_pull_request(payload: dict[str, Any], number: int, body: str, branch: s
     pull["labels"] = [{"name": label} for label in labels]
 
 
-def pr_comment(machine: Loop, number: int, body: str, comment_id: int, *, pull_body: str = "") -> None:
+def pr_comment(
+    machine: Loop,
+    number: int,
+    body: str,
+    comment_id: int,
+    *,
+    pull_body: str = "",
+    login: str = "octocat",
+    repo: str = "octo/repo",
+    labels: list[str] | None = None,
+) -> dict[str, Any]:
     """An ``issue_comment`` on pull request ``number`` (its conversation tab)."""
     payload = gh_payloads.adapt(
-        gh_payloads.load("issue_comment.created"), number=number, body=body, login="octocat", pull_request=True
+        gh_payloads.load("issue_comment.created"),
+        repo=repo,
+        number=number,
+        body=body,
+        login=login,
+        pull_request=True,
+        labels=labels,
     )
     payload = gh_payloads.new_comment(payload, comment_id)
     payload["issue"]["body"] = pull_body
     assert machine.receiver.post("issue_comment", payload).status_code == 202
+    return payload
 
 
 def review(
@@ -350,3 +367,158 @@ def test_a16_merging_a_pull_request_that_is_itself_the_work_item_ends_it(loop: C
     assert (portable["ended"]["state"], portable["ended"]["kind"]) == ("merged", "pull-request")
     assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-30").returncode != 0  # cleaned: octocat closed it
     assert len(harness.submitted()) == 1  # only the boot prompt: the close was never pasted
+
+
+# ------------------------------------------------------------------------------- X6 / issue-172, the binding wins
+
+
+def test_issue_172_the_recorded_binding_wins_over_another_live_item_github_now_names(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = linked_to_15(machine)
+    machine.fake.add_issue("octo/repo", 16, title="Another widget", labels=[AUTO_LABEL])
+    machine.comment("the-loop start", number=16)
+    wait_for(lambda: machine.record("github-octo-repo-16") is not None, timeout=20)
+    other = machine.harness("github:octo/repo#16")
+    other.wait_ready(timeout=20)
+    machine.settled()
+    machine.fake.closes("octo/repo", 20, ("octo/repo", 16))  # GitHub and the body now both name #16, which is live
+    pr_comment(machine, 20, "which session am I in?", 1721, pull_body="Fixes #16")
+    assert "which session am I in?" in harness.wait_for_submitted(3, timeout=20)[-1]
+    machine.settled()
+    assert all("which session am I in?" not in text for text in other.submitted())
+    assert "github:octo/repo#20" not in machine.record("github-octo-repo-16")["sessions"]  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------------------- L1 / L2, issue-183
+
+
+def test_issue_183_l1_a_qualified_reference_reaches_the_other_repository_and_a_same_numbered_merge_ends_nothing_there(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop(repositories=("octo/repo", "octo/lib"))
+    machine.fake.add_issue("octo/lib", 7, title="Library bug", labels=[AUTO_LABEL])
+    machine.fake.add_issue("octo/repo", 7, title="Fix the library", pull_request=True)
+    start = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"),
+        repo="octo/lib",
+        number=7,
+        body="the-loop start",
+        login="octocat",
+        labels=[AUTO_LABEL],
+        pull_request=False,
+    )
+    assert machine.receiver.post("issue_comment", gh_payloads.new_comment(start, 7001)).status_code == 202
+    wait_for(lambda: machine.record("github-octo-lib-7") is not None, timeout=20)
+    harness = machine.harness("github:octo/lib#7")
+    harness.wait_ready(timeout=20)
+    machine.settled()
+    pr_comment(machine, 7, "the library fix is up", 7002, pull_body="Fixes octo/lib#7")
+    assert "the library fix is up" in harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert "github:octo/repo#7" in machine.record("github-octo-lib-7")["sessions"]  # type: ignore[index]
+    assert machine.record("github-octo-repo-7") is None
+    payload = gh_payloads.adapt(gh_payloads.load("pull_request.closed"), number=7, sender="octocat", merged=True)
+    _set_pull_request(payload, 7, "Fixes octo/lib#7", "fix-lib", [])
+    assert machine.receiver.post("pull_request", payload).status_code == 202
+    machine.settled()
+    # L1: the merged pull request is octo/repo#7, not octo/lib#7 — the number alone closes nothing
+    [kept] = machine.events("session.kept_open")
+    assert (kept["work_item"], kept["closed_ref"], kept["reason"]) == (
+        "github:octo/lib#7",
+        "github:octo/repo#7",
+        "pr-merged",
+    )
+    assert not machine.events("session.autoclosed") and not machine.events("work_item.ended")
+    assert machine.own("github:octo/lib#7")["status"] == "active"
+    assert "ended" not in machine.portable("github-octo-lib-7")
+
+
+def test_l2_a_pull_request_that_is_its_own_work_item_ends_on_merge_after_a_stop_and_a_new_link(
+    loop: Callable[..., Loop],
+) -> None:
+    """The pull request was started on its own, then stopped, then its body named an untracked issue: the merge still
+    ends the pull request's own work item (the closed object decides), and the named issue is not touched."""
+    machine = loop()
+    machine.fake.add_issue("octo/repo", 30, title="Feature", pull_request=True, labels=[AUTO_LABEL])
+    review(machine, 30, "the-loop start", 3301, branch="widget", labels=[AUTO_LABEL])
+    wait_for(lambda: machine.record("github-octo-repo-30") is not None, timeout=20)
+    machine.harness("github:octo/repo#30").wait_ready(timeout=20)
+    machine.settled()
+    review(machine, 30, "the-loop stop", 3302, branch="widget", labels=[AUTO_LABEL])
+    machine.settled()
+    assert machine.own("github:octo/repo#30")["status"] == "closed"
+    payload = gh_payloads.adapt(gh_payloads.load("pull_request.closed"), number=30, sender="octocat", merged=True)
+    _set_pull_request(payload, 30, "Fixes #5", "widget", [AUTO_LABEL])
+    assert machine.receiver.post("pull_request", payload).status_code == 202
+    machine.settled()
+    ended = machine.portable("github-octo-repo-30")["ended"]
+    assert (ended["state"], ended["kind"], ended["reason"], ended["actor"]) == (
+        "merged",
+        "pull-request",
+        "pr-merged",
+        "octocat",
+    )
+    assert machine.record("github-octo-repo-30") is None  # octocat merged it: cleaned up
+    assert machine.portable("github-octo-repo-5") == {} and not machine.events("session.kept_open")
+
+
+# --------------------------------------------------------------------------------- collaborators, issue-307
+
+
+def test_issue_307_a_collaborator_is_heard_on_a_pull_request_linked_to_their_item_and_only_for_that_item(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.add_sections(collaborators={"users": [{"login": "dana", "addedBy": "octocat"}]})
+    machine.fake.closes("octo/repo", 20, ("octo/repo", 15))
+    pr_comment(machine, 20, "dana's review notes", 7101, login="dana")  # no text link: only GitHub names #15
+    assert "dana's review notes" in harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert machine.events("routing.routed")[-1]["collaborator"] is True
+    assert len(machine.fake.calls("POST", "/graphql")) == 1  # asked once for the grant and the linkage both
+    # eve may speak on #17 only; her comment names #17, but the pull request is recorded on #15
+    machine.add_sections("github-octo-repo-17", ref="github:octo/repo#17", collaborators={"users": [{"login": "eve"}]})
+    pr_comment(machine, 20, "eve was here", 7102, login="eve", pull_body="Fixes #17")
+    machine.settled()
+    dropped = machine.events("routing.dropped")[-1]
+    assert (dropped["reason"], dropped["actor"]) == ("unauthorized-actor", "eve")
+    assert len(harness.submitted()) == 2
+
+
+def test_l4_a_linked_pull_request_reopening_leaves_its_ended_issue_ended(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    linked_to_15(machine)
+    _close_issue(machine, "mallory")  # #15 ended, its session record kept (closed)
+    payload = gh_payloads.adapt(gh_payloads.load("pull_request.reopened"), number=20, sender="octocat")
+    _set_pull_request(payload, 20, "Fixes #15", "feature", [])
+    assert machine.receiver.post("pull_request", payload).status_code == 202
+    machine.settled()
+    assert machine.portable()["ended"]["reason"] == "issue-closed"  # only the reopened object's stamp is cleared
+    assert not machine.events("work_item.reopened")
+
+
+def test_x7_a_binding_that_cannot_be_written_is_logged_and_never_raises(
+    provider: Any, gh_env: Any, mocker: Any
+) -> None:
+    """The delivery happened before the binding is written: a failed write is one ``session.link_failed`` line and
+    nothing else (the injected fault is the disk refusing the record)."""
+    from the_loop import events
+    from the_loop.refs import parse_ref
+    from the_loop.registry import Endpoint, SessionRegistry
+    from the_loop.router import Router
+
+    log = gh_env.root / "logs" / "events.jsonl"
+    events.configure(log, "test")
+    try:
+        router = Router(provider.config)
+        router.registry.update(REF, lambda record: record.sessions.update({REF: Endpoint(harness="fake")}))
+        mocker.patch.object(SessionRegistry, "update", side_effect=OSError("No space left on device"))
+        router._bind_pull_request(parse_ref(REF), "github:octo/repo#20")
+    finally:
+        events.configure(None, "cli")
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    [failed] = [line for line in lines if line["event"] == "session.link_failed"]
+    assert failed["pull_request"] == "github:octo/repo#20" and "No space left" in failed["error"]
+    assert not [line for line in lines if line["event"] == "session.pr_linked"]
+    assert "github:octo/repo#20" not in router.registry.load(REF).sessions  # type: ignore[union-attr]

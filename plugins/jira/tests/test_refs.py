@@ -54,7 +54,12 @@ def test_placement_accepts_a_configured_project() -> None:
 
 def test_j5_j9_where_requests_go() -> None:
     def server(**raw: object) -> tuple[str, str]:
-        base = {"site": "acme.atlassian.net", "deployment": "cloud", "api": {"emailEnv": ["E"], "tokenEnv": ["T"]}, "projects": {"PROJ": {}}}
+        base = {
+            "site": "acme.atlassian.net",
+            "deployment": "cloud",
+            "api": {"emailEnv": ["E"], "tokenEnv": ["T"]},
+            "projects": {"PROJ": {}},
+        }
         settings = JiraSettings.model_validate({**base, **raw})
         return settings.server(), settings.rest_version
 

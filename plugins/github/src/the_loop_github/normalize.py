@@ -91,6 +91,14 @@ class Drop:
     reason: str
 
 
+CLOSE_STATES = ("closed", "merged")
+
+
+def close_key(ref: object, state: str) -> str:
+    """Decision 6's key of an item's close: ``github:close:<ref>:<state>`` (``closed`` or ``merged``)."""
+    return f"{SCHEME}:close:{ref}:{state}"
+
+
 def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -302,7 +310,7 @@ def normalize(
     elif event == "pull_request_review_comment":
         dedupe_key = _object_key("review-comment", comment)
     elif closed and entity is not None:
-        dedupe_key = f"{SCHEME}:close:{entity}:{'merged' if closed == 'pr-merged' else 'closed'}"
+        dedupe_key = close_key(entity, "merged" if closed == "pr-merged" else "closed")
 
     ack: dict[str, str] = {}
     comment_id = _positive(comment.get("id"))

@@ -183,6 +183,11 @@ class GitHubTicketProvider(TicketProvider):
             return None
         return closing_references(data, ref)
 
+    def close_keys(self, ref: WorkItemRef) -> list[str]:
+        from the_loop_github.normalize import CLOSE_STATES, close_key
+
+        return [close_key(ref, state) for state in CLOSE_STATES]
+
     def react(self, ack: Mapping[str, str], reaction: str) -> None:
         """Best-effort: put ``reaction`` on the comment or issue ``ack`` names; ``reaction.added`` or
         ``reaction.failed`` is logged and nothing is raised. A missing token is reported once per process."""

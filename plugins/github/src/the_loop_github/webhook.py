@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.inbox import Inbox
-from the_loop.interfaces import WebhookIngress, WebhookResponse
+from the_loop.interfaces import PEER_HEADER, WebhookIngress, WebhookResponse
 from the_loop.signing import signed_by
 from the_loop.state import StateError
 from the_loop_github.normalize import Drop, normalize
@@ -35,6 +36,7 @@ HEADER_CAP = 200  # how much of a header value reaches the event log
 _UNPRINTABLE = re.compile(r"[^\x21-\x7e]")  # header values are logged before they are trusted: ASCII only
 # A JSON escape of a lone surrogate decodes into a str that cannot be written back as UTF-8.
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+CLOSING_EVENTS = ("issues", "pull_request")  # the events that carry closes (A §2.9)
 DROP_LEVELS = {"forged-provider": "warning", "disabled-event": "debug", "ignored-action": "debug"}
 
 
@@ -69,6 +71,14 @@ class GitHubWebhook(WebhookIngress):
         self.allow_unsigned = hook.allow_unsigned
         self.events = tuple(hook.events)
         self.inbox = Inbox.for_config(config)  # one per route: concurrent puts share a group commit
+        missing = [name for name in CLOSING_EVENTS if self.events and name not in self.events]
+        if missing:  # issue-94: without closes, ended work items keep their sessions forever
+            print(
+                f"warning: webhooks.ghWebhook.events omits {' and '.join(missing)}: closing an issue or merging a "
+                "pull request will not end its session",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def problems(self) -> list[str]:
         if self.allow_unsigned or os.environ.get(self.secret_env):
@@ -100,6 +110,7 @@ class GitHubWebhook(WebhookIngress):
                 reason="invalid-signature",
                 gh_event=gh_event,
                 delivery_id=logged_id,
+                peer=lowered.get(PEER_HEADER) or None,
             )
             return WebhookResponse(401, {"status": "invalid signature"})
         if not delivery_id:  # missing, or not a printable token (GitHub sends a GUID)

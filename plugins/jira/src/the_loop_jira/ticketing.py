@@ -112,6 +112,11 @@ class JiraTicketProvider(TicketProvider):
     def url(self, ref: WorkItemRef) -> str | None:
         return browse_url(ref)
 
+    def close_keys(self, ref: WorkItemRef) -> list[str]:
+        from the_loop_jira.normalize import closure_key
+
+        return [closure_key(ref, "webhook"), closure_key(ref, "poll")]
+
     def code_repository(self, ref: WorkItemRef) -> str | None:
         try:
             place(ref, self.settings)  # J3: only this site's configured projects map anywhere
