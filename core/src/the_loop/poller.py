@@ -16,6 +16,7 @@ an event a source put in the inbox — the only evidence of delivery a ledger ma
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +35,8 @@ ERROR_CHARS = 300
 LEDGER_RECHECK_EVERY_CYCLES = 60  # a ledger-only record is asked whether it ended once per this many cycles
 LEDGER_CHECKS_PER_CYCLE = 20  # … and at most this many such questions per source per cycle
 CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt")
+ROUTER_THREAD = "the-loop-router"  # the inbox worker an ingress daemon runs beside its service (router.start_routing)
+ROUTER_STOP_SECONDS = 30.0
 
 
 def empty_cycle() -> dict[str, Any]:
@@ -83,6 +86,24 @@ def run_cycle(ctx: ServiceContext, sources: list[PollSource]) -> dict[str, Any]:
     for failed in cycle["scopesFailed"]:
         events.emit("poll.scope_error", level="warning", **failed)
     return cycle
+
+
+def cycle_fields(cycle: dict[str, Any]) -> dict[str, Any]:
+    """``poll.cycle``'s fields (B R47): the counters, and which scopes were degraded; zero and empty ones omitted."""
+    degraded = [entry["scope"] for entry in cycle["scopesFailed"]] + list(cycle["scopesSkipped"])
+    fields = {
+        "items_seen": cycle["itemsSeen"],
+        "spawns": cycle["spawns"],
+        "comments_forwarded": cycle["commentsForwarded"],
+        "closures": cycle["closures"],
+        "failures": cycle["failures"],
+        "errors": cycle["errors"],
+        "scopes_polled": cycle["scopesPolled"],
+        "scopes_failed": len(cycle["scopesFailed"]),
+        "scopes_degraded": list(dict.fromkeys(degraded)),
+        "interrupted": cycle["interrupted"],
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 class Heartbeat:
@@ -136,6 +157,12 @@ def run_service(ctx: ServiceContext) -> None:
     sources = configured_sources(ctx)
     heartbeat = Heartbeat(ctx.config.state.poll_status_path, interval)
     heartbeat.record()
+    if not ctx.config.core.routing.authorized_users:  # B R5: it runs, but fails closed on every comment
+        print(
+            "warning: routing.authorizedUsers is empty: nothing polled will be acted on until it names someone",
+            file=sys.stderr,
+            flush=True,
+        )
     events.emit("poller.started", interval_seconds=interval, sources=[source.name for source in sources], once=ctx.once)
     cycles = 0
     while not ctx.should_stop():
@@ -143,23 +170,28 @@ def run_service(ctx: ServiceContext) -> None:
         cycle = run_cycle(ctx, sources)
         cycles += 1
         heartbeat.record(cycle)
-        events.emit(
-            "poll.cycle",
-            items_seen=cycle["itemsSeen"],
-            spawns=cycle["spawns"],
-            comments_forwarded=cycle["commentsForwarded"],
-            closures=cycle["closures"],
-            failures=cycle["failures"],
-            errors=cycle["errors"],
-            interrupted=cycle["interrupted"],
-            scopes_polled=cycle["scopesPolled"],
-            scopes_failed=len(cycle["scopesFailed"]),
-            duration_ms=int((time.monotonic() - began) * 1000),
-        )
+        events.emit("poll.cycle", **cycle_fields(cycle), duration_ms=int((time.monotonic() - began) * 1000))
         if ctx.once:
             break
         sleep_until(began + interval, ctx)
+    if not ctx.once:
+        release_attempts(sources)
     events.emit("poller.stopped", cycles=cycles)
+
+
+def release_attempts(sources: list[PollSource]) -> None:
+    """At a stop (B R9): once this process's router has finished the dispatch in hand, each source gives back the
+    attempts it counted for events that were never delivered (``release_attempts``, where a source keeps a budget)."""
+    for thread in threading.enumerate():
+        if thread.name == ROUTER_THREAD and thread is not threading.current_thread():
+            thread.join(timeout=ROUTER_STOP_SECONDS)
+    for source in sources:
+        release = getattr(source, "release_attempts", None)
+        if callable(release):
+            try:
+                release()
+            except Exception as exc:  # a budget left spent is a smaller harm than a poller that cannot stop
+                print(f"warning: {source.name}: attempts not released: {exc}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------- shared pieces

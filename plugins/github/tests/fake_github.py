@@ -438,7 +438,8 @@ class FakeGitHub:
             if method == "GET" and sub == "/comments":
                 since = parse_qs(query).get("since", [""])[0]
                 found = [self.comments[i] for i in item.comments if "/pulls/" not in self.comments[i]["url"]]
-                return self._page([c for c in found if c["updated_at"] >= since], parse_qs(query), rest)  # type: ignore[return-value]
+                page = [c for c in found if c["updated_at"] >= since]
+                return self._page(page, parse_qs(query), f"/repos/{full_name}{rest}")  # type: ignore[return-value]
             if method == "POST" and sub == "/comments":
                 text = body.get("body") if isinstance(body, dict) else None
                 if not isinstance(text, str) or not text:

@@ -2,7 +2,11 @@
 real daemon (``the-loop daemon run poller``), real tmux on a private server and the fake harness.
 
 Each ``--once`` run is one cycle in a fresh process, so every cycle here is also a restart: nothing may be forwarded
-twice or lost across processes (B11). Cost scenarios (B26) run cycles in-process against one source.
+twice or lost across processes (B11). Cost scenarios (B26) run cycles in-process against one source. Budgets spent by
+real failures (B7, B8) run source, inbox worker and router in-process, with real tmux refusing ``new-session`` and
+the inbox's retry clock injected; the older B7/B8 tests keep the same budgets across ``--once`` restarts with the
+inbox's abandoning simulated. A dispatch is held open for real by delaying its "started" reaction at the fake (B9,
+B14).
 """
 
 from __future__ import annotations
@@ -400,13 +404,17 @@ def test_b18_issues_disabled_is_quarantined_per_repository(world: Callable[..., 
 
 
 def test_b12_second_poller_is_blocked_and_a_stale_pidfile_is_taken(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+    w = world(routing={"enabled": False}, intervalSeconds=60)  # the first one sleeps after its first cycle …
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     process = w.start()
     wait_cycles(w, 1)
+    requests = len(w.fake.requests)
     began = time.monotonic()
     second = w.env.run("daemon", "run", "poller", timeout=30)
     assert second.returncode != 0 and time.monotonic() - began < 5
     assert [e["holder"] for e in w.events("poller.blocked")] == [process.pid]
+    assert len(w.fake.requests) == requests  # … so any request now would be the blocked one's: there is none
+    assert len(w.events("poll.cycle")) == 1
     w.stop(process)
     pidfile = w.env.root / "poll.pid"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -592,8 +600,9 @@ def test_b10_a_comment_settled_while_paused_is_never_pasted(world: Callable[...,
 # ----------------------------------------------------------------------------------------------------- cost
 
 
-def in_process_source(env: LoopEnv, host: Any, fake: FakeGitHub, repositories: list[str]) -> Any:
-    """A :class:`GitHubPollSource` in this process (routing off: events stay in the inbox)."""
+def in_process_source(env: LoopEnv, host: Any, fake: FakeGitHub, repositories: list[str], **settings: Any) -> Any:
+    """A :class:`GitHubPollSource` in this process (routing off: events stay in the inbox); ``settings`` go into
+    its ``polling.sources[]`` entry."""
     import the_loop_github.plugin
     from the_loop.config import load_config
     from the_loop_github.poll import GitHubPollSource
@@ -604,7 +613,7 @@ def in_process_source(env: LoopEnv, host: Any, fake: FakeGitHub, repositories: l
             "version": "0.12.0",
             "repositories": repositories,
             "routing": {"authorizedUsers": ["alice"]},
-            "polling": {"enabled": True, "intervalSeconds": 1, "sources": [{"provider": "github"}]},
+            "polling": {"enabled": True, "intervalSeconds": 1, "sources": [{"provider": "github", **settings}]},
             **fake.config(),
         }
     )
@@ -652,7 +661,9 @@ def test_r13_only_items_with_every_required_label_are_kept(gh_env: LoopEnv, plug
         assert source.store.read("github:octo/repo#2") is None
 
 
-def test_pagination_follows_link_and_caps_the_listing(gh_env: LoopEnv, plugin_host: Any) -> None:
+def test_pagination_follows_link_and_caps_the_listing(
+    gh_env: LoopEnv, plugin_host: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from the_loop.interfaces import ServiceContext
 
     with FakeGitHub(tokens={TOKEN: BOT}) as fake:
@@ -662,6 +673,9 @@ def test_pagination_follows_link_and_caps_the_listing(gh_env: LoopEnv, plugin_ho
         result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
         assert result["itemsSeen"] == 200  # LIST_LIMIT per repository
         assert len(fake.calls("GET", "/repos/octo/repo/issues")) == 2
+        source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
+        warnings = [line for line in capsys.readouterr().err.splitlines() if "at least 200" in line]
+        assert len(warnings) == 1 and "octo/repo" in warnings[0]  # said once, not every cycle
 
 
 # ------------------------------------------------------------------------------------------ retry budgets
@@ -755,3 +769,468 @@ def test_issue_93_368_a_linked_pull_request_feeds_the_issue_session_and_its_reco
     pulls = w.record(1)["pullRequests"]["github:octo/repo#5"]
     assert pulls["commentAttempts"] == {} and len(pulls["seenComments"]) >= 1
     assert "spawn" not in pulls and "title" not in pulls
+
+
+# ------------------------------------------------------------------------------------------- audit (round 2)
+
+
+def reactions_of(comment_id: int) -> str:
+    """The path a dispatch's "started" reaction on a comment is posted to: the seam that holds a dispatch open."""
+    return rf"/repos/octo/repo/issues/comments/{comment_id}/reactions"
+
+
+def test_b9_a_dispatch_held_open_spends_no_attempt_and_delivers_once(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    cid = w.fake.add_comment(REPO, 1, "slow to deliver", login="alice")
+    w.fake.fault("POST", reactions_of(cid), delay=4.0, times=1)  # the router holds this dispatch for 4 s
+    process = w.start()
+    wait_for(lambda: w.fake.calls("POST", reactions_of(cid)), timeout=30)
+    held_from = len(w.events("poll.cycle"))
+    wait_for(lambda: body_count(w, 1, "slow to deliver") == 1, timeout=30)
+    assert len(w.events("poll.cycle")) - held_from >= 2  # cycles ran while it was in flight …
+    assert w.ledger(1)["commentAttempts"].get(f"IC_fake{cid}", 1) == 1  # … and spent nothing
+    wait_cycles(w, len(w.events("poll.cycle")) + 2)
+    w.stop(process)
+    assert [e["attempt"] for e in w.events("poll.comment_forwarded")] == [1]
+    assert body_count(w, 1, "slow to deliver") == 1
+    ledger = w.ledger(1)
+    assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
+
+
+def test_b14_a_stop_gives_back_the_attempts_of_undelivered_comments(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    first = w.fake.add_comment(REPO, 1, "first of two", login="alice")
+    second = w.fake.add_comment(REPO, 1, "second of two", login="alice")
+    w.fake.fault("POST", reactions_of(first), delay=5.0, times=1)  # the second waits behind the first
+    process = w.start()
+    wait_for(lambda: w.fake.calls("POST", reactions_of(first)), timeout=30)
+    w.stop(process)  # SIGTERM: the dispatch in hand finishes, nothing else starts
+    assert process.returncode == 0
+    assert [e["released"] for e in w.events("poll.attempts_released")] == [1]
+    assert f"IC_fake{second}" not in w.ledger(1)["commentAttempts"]
+    assert body_count(w, 1, "first of two") == 1 and body_count(w, 1, "second of two") == 0
+    w.cycle(2)  # restarted
+    wait_for(lambda: body_count(w, 1, "second of two") == 1, timeout=20)
+    forwarded = [e["attempt"] for e in w.events("poll.comment_forwarded") if e["comment_id"] == f"IC_fake{second}"]
+    assert forwarded == [1, 1]  # the budget came back: after the restart it is attempt 1 again
+    assert body_count(w, 1, "first of two") == 1 and body_count(w, 1, "second of two") == 1
+    assert w.ledger(1)["commentAttempts"] == {}
+
+
+def test_b25_a_rate_limit_holds_every_call_until_its_reset(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        start = time.time()
+        now = [start]
+        source.client.clock = lambda: now[0]  # the injected clock: two minutes pass at once
+        fake.fault(
+            "GET",
+            "/repos/octo/repo/issues",
+            status=403,
+            times=1,
+            headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(start) + 120)},
+            message="API rate limit exceeded",
+        )
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        for seconds in (0, 1, 60, 119):
+            now[0] = start + seconds
+            result = source.poll_once(context)
+            assert len(fake.requests) == 1  # only the one that was told to wait
+            failed = result["scopesFailed"]
+            assert [(f["scope"], f["permanent"]) for f in failed] == [("octo/repo", False)]
+            assert "rate-limited" in failed[0]["error"] and result["closures"] == 0
+        now[0] = start + 121
+        result = source.poll_once(context)
+        assert result["scopesFailed"] == [] and result["itemsSeen"] == 1 and len(fake.requests) > 1
+
+
+def test_r13_a_listed_item_missing_a_label_is_reported_once(world: Callable[..., World]) -> None:
+    w = world(repositories=["octo/b"], routing={"enabled": False})
+    w.fake.add_issue("octo/b", 2, labels=[AUTO], author="alice", pull_request=True)
+    w.fake.add_issue("octo/b", 3, labels=["bug"], author="alice", pull_request=True)
+    w.fake.fault("GET", "/repos/octo/b/issues", status=410, message="Issues are disabled for this repo")
+    process = w.start()  # issues disabled: pull requests are listed unfiltered and judged here
+    wait_cycles(w, 3)
+    w.stop(process)
+    filtered = w.events("poll.item_filtered")
+    assert [(e["work_item"], e["missing_labels"], e["reason"]) for e in filtered] == [
+        ("github:octo/b#3", [AUTO], "missing-required-labels")
+    ]
+    assert not (w.env.root / "portable" / "github-octo-b-3.json").exists()
+
+
+def test_r34_issue_405_an_item_already_closing_is_not_asked(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        source.store.update_section(REF1, "control", {"command": "start", "source": "cli", "actor": "alice"})
+        fake.items[(REPO, 1)].labels = []  # unlisted, tracked: asked every cycle …
+        source.inbox.put(f"github:close:{REF1}:closed", {"type": "inbound"})  # … unless its close is on its way
+        source.poll_once(context)
+        assert not fake.calls("GET", "/repos/octo/repo/issues/1")
+        source.inbox.settle(*source.inbox.pending())
+        source.poll_once(context)
+        assert len(fake.calls("GET", "/repos/octo/repo/issues/1")) == 1
+
+
+def test_seed004_a_closed_pull_request_leaves_its_owners_record(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 1)
+    w.fake.add_issue(REPO, 5, labels=[AUTO], author="alice", pull_request=True, body="Fixes #1")
+    w.cycle(1)
+    w.fake.add_comment(REPO, 5, "look at the pull request", login="alice")
+    w.cycle(2)
+    wait_for(lambda: body_count(w, 1, "look at the pull request") == 1, timeout=20)
+    assert "github:octo/repo#5" in w.record(1)["pullRequests"]
+    w.fake.items[(REPO, 5)].merged = True
+    w.fake.close(REPO, 5, by="alice")
+    w.cycle(1)
+    detected = w.events("poll.closure_detected")
+    assert [(e["work_item"], e["state"], e["kind"]) for e in detected] == [
+        ("github:octo/repo#5", "merged", "pull-request")
+    ]
+    assert "pullRequests" not in w.record(1) and "github:octo/repo#5" not in w.clocks()
+    assert [e["closed_ref"] for e in w.events("session.kept_open")] == ["github:octo/repo#5"]
+    assert w.session(1)["status"] == "active" and "ended" not in w.record(1)  # the issue's session runs on
+    asked = closure_questions(w, 5)
+    w.cycle(1)
+    assert closure_questions(w, 5) == asked  # never asked again
+
+
+@pytest.fixture
+def logged(gh_env: LoopEnv) -> Iterator[Callable[[str], list[dict[str, Any]]]]:
+    """In-process sources' events, written to the environment's log (and read back by type)."""
+    from the_loop import events
+
+    events.configure(gh_env.root / "logs" / "events.jsonl", "poller")
+    yield lambda name: [record for record in gh_env.events() if record["event"] == name]
+    events.configure(None, "test")
+
+
+def test_r14_r15_a_failed_surface_fails_the_item_and_never_closes_it(world: Callable[..., World]) -> None:
+    w = world()
+    established(w, 2, pull=True)
+    cid = w.fake.add_comment(REPO, 2, "said while reviews fail", login="alice")
+    w.fake.fault("GET", "/repos/octo/repo/pulls/2/reviews", status=500)
+    w.cycle(2)
+    assert len(w.events("poll.item_error")) == 2 and not w.events("poll.comment_forwarded")
+    assert f"IC_fake{cid}" not in w.ledger(2)["seenComments"]  # neither baselined nor pruned by a partial read
+    assert closure_questions(w, 2) == 0 and w.session(2)["status"] == "active"  # listed, so open
+    w.fake.clear_faults()
+    w.cycle(1)
+    wait_for(lambda: body_count(w, 2, "said while reviews fail") == 1, timeout=20)
+    assert [e["attempt"] for e in w.events("poll.comment_forwarded")] == [1]
+
+
+def test_r42_a_quarantined_issue_listing_is_probed_again_after_sixty_cycles(
+    gh_env: LoopEnv, plugin_host: Any, logged: Callable[[str], list[dict[str, Any]]]
+) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue("octo/b", 2, labels=[AUTO], author="alice", pull_request=True)
+        fake.fault("GET", "/repos/octo/b/issues", status=410, times=2, message="Issues are disabled for this repo")
+        source = in_process_source(gh_env, plugin_host, fake, ["octo/b"])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        results = [source.poll_once(context) for _ in range(121)]
+        asked = fake.calls("GET", "/repos/octo/b/issues")
+        assert len(asked) == 3  # cycle 1 (410), its re-probe at cycle 61 (410 again), and cycle 121 (answers)
+        assert len(fake.calls("GET", "/repos/octo/b/pulls")) == 120  # pull requests listed all along, until then
+    assert results[0]["scopesFailed"][0]["permanent"] is True and results[60]["scopesFailed"][0]["permanent"]
+    assert all(r["scopesSkipped"] == ["octo/b"] for r in results[1:60] + results[61:120])
+    assert results[120]["scopesSkipped"] == [] and results[120]["scopesFailed"] == []
+    assert len(logged("poll.scope_degraded")) == 1  # the failed re-probe renewed the quarantine silently
+    assert [e["scope"] for e in logged("poll.scope_recovered")] == ["octo/b"]
+
+
+def test_r11_no_repositories_fails_the_source_and_reconciles_nothing(
+    gh_env: LoopEnv, plugin_host: Any, logged: Callable[[str], list[dict[str, Any]]]
+) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        source = in_process_source(gh_env, plugin_host, fake, [])
+        assert any("repositories" in problem for problem in source.check_dependencies())
+        result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
+        assert result["scopesPolled"] == 0 and result["scopesFailed"][0]["scope"] == "github"
+        assert not fake.requests
+    assert [e["error"] for e in logged("poll.provider_error")] == ["no repositories"]
+
+
+def test_r20_r22_a_deleted_author_is_nobody_and_a_dormant_item_never_spawns(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)  # first sight: baselined; awaiting a start command, so no presence
+        assert not source.inbox.pending()
+        ghost = fake.add_comment(REPO, 1, "the-loop start", login="alice")
+        fake.comments[ghost]["user"] = None  # the account was deleted
+        result = source.poll_once(context)
+        assert result["commentsForwarded"] == 0 and result["spawns"] == 0
+        assert f"IC_fake{ghost}" in source.store.read(REF1)["poll"]["seenComments"]
+        for _ in range(3):  # known, nothing new: nothing is read, sent or spawned
+            mark = len(fake.requests)
+            result = source.poll_once(context)
+            assert result["spawns"] == 0 and len(fake.requests) == mark + 1
+        assert not source.inbox.pending()
+
+
+def test_r46_status_says_when_no_repository_was_polled(world: Callable[..., World]) -> None:
+    w = world(routing={"enabled": False})
+    w.fake.fault("GET", "/repos/octo/repo/issues", status=502)
+    w.cycle(1)
+    text = w.env.run("status").stdout
+    assert "degraded:   no repository was polled" in text and "degraded:   octo/repo" in text
+    (beat,) = w.events("poll.cycle")
+    assert beat["scopes_degraded"] == ["octo/repo"] and beat["scopes_failed"] == 1
+    assert "items_seen" not in beat and "interrupted" not in beat  # zero and empty fields are omitted
+
+
+def test_r5_an_empty_allow_list_is_warned_about_at_start(world: Callable[..., World]) -> None:
+    w = world(routing={"authorizedUsers": []})
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    result = w.env.run("daemon", "run", "poller", "--once", timeout=60)
+    assert result.returncode == 0 and "routing.authorizedUsers is empty" in result.stderr
+    assert w.session(1) is None and not w.events("routing.routed")  # it runs, and acts on nothing
+
+
+# ------------------------------------------- budgets spent by real failures (inbox retries on an injected clock)
+
+
+class Loop:
+    """Poll source, inbox worker and router in this process: real tmux (a private server), the fake harness, and
+    the inbox's retry clock injected, so a round of failed attempts takes no wall time."""
+
+    def __init__(self, env: LoopEnv, fake: FakeGitHub, source: Any, worker: Any, socket: str, wrapper: Path) -> None:
+        from the_loop.interfaces import ServiceContext
+
+        self.env, self.fake, self.source, self.worker, self.socket, self.wrapper = (
+            env,
+            fake,
+            source,
+            worker,
+            socket,
+            wrapper,
+        )
+        self.context = ServiceContext(config=source.config, should_stop=lambda: False)
+
+    def cycle(self) -> dict[str, Any]:
+        return dict(self.source.poll_once(self.context))
+
+    def route_round(self) -> None:
+        """What the router does with every pending entry until it settles or is abandoned (all its attempts)."""
+        for _ in range(self.worker.inbox.max_attempts):
+            self.worker.run_once()
+            self.worker.clock.now += self.worker.inbox.backoff_cap + 1  # past any backoff
+
+    def refuse_new_sessions(self, refuse: bool) -> None:
+        self.wrapper.write_text(
+            "#!/bin/sh\n"
+            + ('for arg in "$@"; do [ "$arg" = new-session ] && exit 1; done\n' if refuse else "")
+            + f'exec {self.real_tmux} "$@"\n'
+        )
+        self.wrapper.chmod(0o755)
+
+    real_tmux = ""
+
+    def session(self, number: int = 1) -> dict[str, Any] | None:
+        path = self.env.root / "local" / f"github-octo-repo-{number}.json"
+        return json.loads(path.read_text())["sessions"].get(f"github:octo/repo#{number}") if path.exists() else None
+
+    def ledger(self, number: int = 1) -> dict[str, Any]:
+        return (self.source.store.read(f"github:octo/repo#{number}") or {}).get("poll") or {}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def loop(
+    gh_env: LoopEnv, plugin_host: Any, monkeypatch: pytest.MonkeyPatch, logged: Callable[[str], list[dict[str, Any]]]
+) -> Iterator[Callable[..., Loop]]:
+    import shutil
+
+    import the_loop_github.plugin
+    from the_loop import fake_plugin
+    from the_loop.config import load_config
+    from the_loop.inbox import Inbox, InboxWorker
+    from the_loop.router import Router, inbox_handler
+    from the_loop_github.poll import GitHubPollSource
+
+    made: list[tuple[FakeGitHub, str]] = []
+    plugin_host.register(the_loop_github.plugin, "github")
+    plugin_host.register(fake_plugin, "fake")
+    bin_dir = gh_env.tmp / "bin"
+    bin_dir.mkdir()
+    Loop.real_tmux = shutil.which("tmux") or "tmux"
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    logs = gh_env.tmp / "harness-logs"
+    logs.mkdir()
+    (gh_env.tmp / "work").mkdir()
+    monkeypatch.setenv("FAKE_HARNESS_LOG", str(logs / "{session}.jsonl"))
+
+    def make() -> Loop:
+        fake = FakeGitHub(tokens={TOKEN: BOT}).start()
+        socket = f"the-loop-test-{secrets.token_hex(6)}"
+        made.append((fake, socket))
+        gh_env.write_config(
+            {
+                "version": "0.12.0",
+                "repositories": [REPO],
+                "routing": {
+                    "enabled": True,
+                    "defaultHarness": "fake",
+                    "spawnOnUnmatched": "labeled",
+                    "authorizedUsers": ["alice"],
+                    "spawnWorkdir": str(gh_env.tmp / "work"),
+                    "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+                    "control": {"requireStartCommand": False},
+                },
+                "polling": {
+                    "enabled": True,
+                    "intervalSeconds": 1,
+                    "maxRetries": 3,
+                    "sources": [{"provider": "github"}],
+                },
+                **fake.config(),
+            }
+        )
+        config = load_config(gh_env.config_path, plugin_host)
+        clock = Clock()
+        inbox = Inbox(config.state, completed_limit=config.core.routing.dedup_cache_size, clock=clock)
+        worker = InboxWorker(inbox, inbox_handler(Router(config)), clock=clock)
+        made_loop = Loop(gh_env, fake, GitHubPollSource(config), worker, socket, bin_dir / "tmux")
+        made_loop.refuse_new_sessions(False)
+        return made_loop
+
+    yield make
+    for fake, socket in made:
+        subprocess.run([Loop.real_tmux, "-L", socket, "kill-server"], capture_output=True, timeout=10)
+        fake.stop()
+
+
+def test_b7_real_spawn_failures_give_up_after_three_rounds_and_a_comment_rearms(
+    loop: Callable[..., Loop], logged: Callable[[str], list[dict[str, Any]]]
+) -> None:
+    w = loop()
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.refuse_new_sessions(True)  # tmux itself refuses: every spawn attempt fails for real
+    for _ in range(5):
+        w.cycle()
+        w.route_round()
+    presences = [e for e in logged("dispatch.abandoned") if e["delivery_id"].startswith("poll-presence-")]
+    assert len(presences) == 3 and len({e["delivery_id"] for e in presences}) == 3  # three rounds, fresh ids
+    assert all(e["attempts"] == w.worker.inbox.max_attempts for e in presences)
+    assert [e["attempts"] for e in logged("poll.spawn_failed")] == [3]
+    assert w.ledger(1)["spawn"]["gaveUp"] is True and w.session(1) is None
+    w.refuse_new_sessions(False)
+    w.fake.add_comment(REPO, 1, "try again please", login="alice")
+    w.cycle()
+    w.worker.run_once()
+    session = w.session(1)
+    assert session is not None and session["status"] == "active"  # the new comment re-armed it, and it spawned
+    assert w.ledger(1)["spawn"] == {} and len(logged("poll.spawn_failed")) == 1
+
+
+def test_b8_real_delivery_failures_give_up_with_one_notice_that_never_quotes(
+    loop: Callable[..., Loop], logged: Callable[[str], list[dict[str, Any]]]
+) -> None:
+    from the_loop import __version__
+
+    w = loop()
+    w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+    w.cycle()
+    w.worker.run_once()
+    session = w.session(1)
+    assert session is not None
+    subprocess.run([Loop.real_tmux, "-L", w.socket, "kill-session", "-t", f"={session['tmuxTarget']}"], check=True)
+    w.refuse_new_sessions(True)  # the session is gone and cannot be brought back
+    cid = w.fake.add_comment(REPO, 1, "secret plan do not echo", login="alice")
+    for _ in range(4):
+        w.cycle()
+        w.route_round()
+    failed = logged("poll.comment_failed")
+    assert [(e["comment_id"], e["attempts"]) for e in failed] == [(f"IC_fake{cid}", 3)]
+    assert [e["attempt"] for e in logged("poll.comment_forwarded")] == [1, 2, 3]
+    ledger = w.ledger(1)
+    assert ledger["gaveUp"] == {"comments": [f"IC_fake{cid}"], "version": __version__}
+    assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
+    posts = [r.body["body"] for r in w.fake.calls("POST", "/repos/octo/repo/issues/1/comments")]
+    notices = [post for post in posts if f"IC_fake{cid}" in post]
+    assert len(notices) == 1 and MARKER in notices[0]
+    assert all("secret plan" not in post for post in posts)
+    assert len(logged("poll.giveup_reported")) == 1
+    w.cycle()
+    assert len(logged("poll.comment_failed")) == 1  # given up once, never again
+
+
+def test_r30_issue_246_a_thread_longer_than_the_seen_cap_is_never_replayed(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+    from the_loop_github.poll import GitHubPollSource
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        for n in range(2003):
+            fake.add_comment(REPO, 1, f"remark {n}", login="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        assert source.poll_once(context)["errors"] == 0  # 21 pages of comments, followed by their Link
+        seen = source.store.read(REF1)["poll"]["seenComments"]
+        assert len(seen) == 2000 and seen[-1] == f"IC_fake{fake.comments_on(REPO, 1)[-1]['id']}"  # the newest kept
+        restarted = GitHubPollSource(source.config)  # a new process: its first read of the thread is complete
+        assert restarted.poll_once(context)["commentsForwarded"] == 0  # the three evicted ones are not "new"
+        cid = fake.add_comment(REPO, 1, "really new", login="alice")
+        result = GitHubPollSource(source.config).poll_once(context)
+        assert result["commentsForwarded"] == 1
+        assert list(source.store.read(REF1)["poll"]["commentAttempts"]) == [f"IC_fake{cid}"]
+
+
+def test_r12_monitor_flags_choose_what_is_listed(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        fake.add_issue(REPO, 2, labels=[AUTO], author="alice", pull_request=True)
+        issues_only = in_process_source(gh_env, plugin_host, fake, [REPO], monitor={"pullRequests": False})
+        issues_only.poll_once(ServiceContext(config=issues_only.config, should_stop=lambda: False))
+        assert issues_only.store.read(REF1) is not None and issues_only.store.read("github:octo/repo#2") is None
+        mark = len(fake.requests)
+        pulls_only = in_process_source(gh_env, plugin_host, fake, [REPO], monitor={"issues": False})
+        result = pulls_only.poll_once(ServiceContext(config=pulls_only.config, should_stop=lambda: False))
+        listings = [
+            r.path for r in fake.requests[mark:] if r.path in ("/repos/octo/repo/issues", "/repos/octo/repo/pulls")
+        ]
+        assert listings == ["/repos/octo/repo/pulls"] and result["itemsSeen"] == 1
+        assert pulls_only.store.read("github:octo/repo#2") is not None
+
+
+def test_r41_unreadable_poll_clocks_read_as_empty_and_are_rewritten(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        path = gh_env.root / "local" / "poll-clocks.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{not json")
+        assert source.clocks.read() == {}  # everything due: the safe reading
+        result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
+        assert result["errors"] == 0 and result["scopesFailed"] == []
+        assert list(json.loads(path.read_text())["clocks"]) == [REF1]  # dated again by this cycle

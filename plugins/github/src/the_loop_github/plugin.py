@@ -54,4 +54,6 @@ def loop_event_types() -> list[EventType]:
         EventType("poll.giveup_reported", "the give-up notice was posted on the polled item (never quoting it)"),
         EventType("poll.giveup_report_failed", "the give-up notice could not be posted; the give-up stands"),
         EventType("poll.rearmed", "comments given up by an older version got a fresh budget (comments, version)"),
+        EventType("poll.attempts_released", "at a stop, attempts of comments never delivered were given back"),
+        EventType("poll.item_filtered", "a listed item lacks a required arming label (once per change of the set)"),
     ]

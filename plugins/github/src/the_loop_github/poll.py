@@ -18,10 +18,11 @@ only when the inbox settled it, and as failed only when the inbox abandoned it (
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -56,6 +57,7 @@ MIN_BACKOFF = 60.0
 ETAG_CACHE = 4096
 TIMEOUT_SECONDS = 60
 SECTIONS_TRACKED = ("control", "graph", "collaborators", "collaborationChannels")
+STATES = ("closed", "merged")  # the two close keys of one item (the webhook's github:close:<ref>:<state>)
 
 
 def _now_stamp() -> str:
@@ -89,8 +91,9 @@ class ScopeSkipped(Exception):
 class Client:
     """Conditional GETs through PyGithub's requester, with one ETag cache and one back-off clock per host."""
 
-    def __init__(self, provider: GitHubTicketProvider) -> None:
+    def __init__(self, provider: GitHubTicketProvider, clock: Callable[[], float] = time.time) -> None:
         self.provider = provider
+        self.clock = clock  # wall time; a test injects one to cross a two-minute rate-limit reset at once
         self.cache: OrderedDict[str, tuple[str, Any, str]] = OrderedDict()  # url → (etag, data, next link)
         self.blocked_until: dict[str, float] = {}
         self.clients: dict[str, Github] = {}
@@ -122,7 +125,7 @@ class Client:
         from requests import RequestException
 
         until = self.blocked_until.get(host, 0.0)
-        if time.time() < until:
+        if self.clock() < until:
             raise RateLimited(f"rate-limited until {time.strftime('%H:%M:%SZ', time.gmtime(until))}", until)
         key = url + "?" + "&".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
         cached = self.cache.get(key)
@@ -175,7 +178,7 @@ class Client:
             headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers or "rate limit" in message.lower()
         )
         if limited:
-            now = time.time()
+            now = self.clock()
             until = now + MIN_BACKOFF
             reset = _number(headers.get("x-ratelimit-reset"))
             retry_after = _number(headers.get("retry-after"))
@@ -304,6 +307,9 @@ class GitHubPollSource(PollSource):
         self.pending: dict[str, dict[str, Comment]] = {}
         self.records_cache: list[dict[str, Any]] | None = None  # per item: comments with an attempt, as last read
         self.rearmed: set[str] = set()
+        self.sent: dict[str, tuple[WorkItemRef, WorkItemRef, str]] = {}  # dedupe key → (owner, ref, comment id)
+        self.capped: set[str] = set()  # scopes warned about LIST_LIMIT (once per process)
+        self.filtered: dict[str, tuple[str, ...]] = {}  # ref → the required labels it missed, as last reported
         self.quarantine: dict[str, tuple[int, bool]] = {}  # scope → (cycle it failed for good, issues only)
         polling = config.core.polling
         source = next((s for s in polling.sources if s.provider == SCHEME), None)
@@ -443,21 +449,47 @@ class GitHubPollSource(PollSource):
         if held is not None:
             del self.quarantine[scope.name]
             events.emit("poll.scope_recovered", provider=SCHEME, scope=scope.name)
-        kept = [row for row in rows if isinstance(row, dict) and self._wanted(row)]
+        if len(rows) >= LIST_LIMIT and scope.name not in self.capped:  # B §4: the rest is never listed
+            self.capped.add(scope.name)
+            print(
+                f"warning: {scope.name} has at least {LIST_LIMIT} open labelled items; only the {LIST_LIMIT} most "
+                "recently updated are polled (older ones: no comments read, tracked ones asked for closure)",
+                file=sys.stderr,
+                flush=True,
+            )
+        kept = [row for row in rows if isinstance(row, dict) and self._wanted(scope, row)]
         return (kept if self.monitor_pulls else [row for row in kept if "pull_request" not in row]), True
 
     def _list_pulls(self, scope: Scope, params: dict[str, Any]) -> list[dict[str, Any]]:
         rows, _ = self.client.get_all(scope.host, f"{scope.api}/pulls", params, LIST_LIMIT)
         kept = []
         for row in rows:
-            if isinstance(row, dict) and self._wanted(row):
+            if isinstance(row, dict) and self._wanted(scope, row):
                 kept.append({**row, "pull_request": {"html_url": row.get("html_url"), "merged_at": None}})
         return kept
 
-    def _wanted(self, row: Mapping[str, Any]) -> bool:
-        """Every required label, judged on the labels returned (B R13)."""
+    def _wanted(self, scope: Scope, row: Mapping[str, Any]) -> bool:
+        """Every required label, judged on the labels returned (B R13); a dropped item is reported once per change
+        of the labels it lacks (``poll.item_filtered``), never every cycle."""
+        if not isinstance(row.get("number"), int):
+            return False
         names = {label.get("name") for label in row.get("labels") or [] if isinstance(label, dict)}
-        return isinstance(row.get("number"), int) and all(label in names for label in self.labels)
+        missing = tuple(label for label in self.labels if label not in names)
+        ref = f"{SCHEME}:{scope.name}#{row['number']}"
+        if not missing:
+            self.filtered.pop(ref, None)
+            return True
+        if self.filtered.get(ref) != missing:
+            self.filtered[ref] = missing
+            events.emit(
+                "poll.item_filtered",
+                work_item=ref,
+                item_number=row["number"],
+                required_labels=list(self.labels),
+                missing_labels=list(missing),
+                reason="missing-required-labels",
+            )
+        return False
 
     def _refs(self, scope: Scope, item: Mapping[str, Any]) -> list[WorkItemRef]:
         """The item's refs, linked issues first and the item itself last (X3)."""
@@ -585,9 +617,12 @@ class GitHubPollSource(PollSource):
                 work.seen = [cid for cid in work.seen if cid not in ids]
                 work.data["gaveUp"] = {}
                 events.emit("poll.rearmed", work_item=str(ref), comments=len(ids), version=__version__)
+        floor = _evicted_before(work.seen, comments)
         for comment in comments:
             if comment.id in work.seen:
                 continue
+            if comment.created_at < floor and comment.id not in work.attempts:
+                continue  # older than everything the capped ledger keeps: seen once, evicted (issue-246)
             if comment.id in work.attempts:
                 self._retry(scope, item, refs, comment, work, cycle)
                 continue
@@ -624,6 +659,7 @@ class GitHubPollSource(PollSource):
             return
         attempt = work.attempts.get(comment.id, 0) + 1
         work.attempts[comment.id] = attempt
+        self.sent[event.dedupe_key] = (work.owner, work.ref, comment.id)
         cycle.commentsForwarded += 1
         events.emit(
             "poll.comment_forwarded",
@@ -632,6 +668,28 @@ class GitHubPollSource(PollSource):
             actor=comment.author,
             attempt=attempt,
         )
+
+    def release_attempts(self) -> int:
+        """At a stop (B R9, issue-159): an attempt this process counted for an event the inbox still holds
+        undelivered is given back, so a shutdown never spends a comment's budget. The entry itself stays in the
+        inbox and is routed after the restart, which counts it again as attempt 1 (nothing is sent twice: the
+        inbox refuses a key it holds)."""
+        released = 0
+        for key, (owner, ref, comment_id) in self.sent.items():
+            if self.inbox.delivery_status(key) != "inflight":
+                continue
+            ledger = self._read_ledger(owner, ref)
+            attempts = dict((ledger or {}).get("commentAttempts") or {})
+            if ledger is None or not isinstance(attempts.get(comment_id), int):
+                continue
+            attempts[comment_id] -= 1
+            if attempts[comment_id] <= 0:
+                del attempts[comment_id]
+            self._write_ledger(owner, ref, {**ledger, "commentAttempts": attempts})
+            released += 1
+        self.sent.clear()
+        events.emit("poll.attempts_released", released=released)
+        return released
 
     def _retry(
         self,
@@ -841,25 +899,43 @@ class GitHubPollSource(PollSource):
 
     def _reconcile(self, complete: list[Scope], open_refs: set[str], cycle: Cycle) -> None:
         """Closure detection for the scopes listed completely this cycle (B §2.8): tracked items absent from
-        the listing are asked every cycle; ledger-only records lazily, at most twenty per cycle."""
+        the listing are asked every cycle; ledger-only records lazily, at most twenty per cycle. A pull request
+        whose ledger sits in its owner's ``pullRequests`` is asked like a tracked item while a live session is bound
+        to it, else lazily like a ledger-only record; closed, its entry is dropped (seed 004)."""
         if not complete:
             return
         live_records = {record.work_item: record for record in self.registry.records()}
         tracked: set[str] = set(live_records)
+        bound = {
+            name
+            for record in live_records.values()
+            for name, endpoint in record.sessions.items()
+            if name != record.work_item and endpoint.live
+        }
         ledger_only: list[str] = []
+        owners: dict[str, str] = {}  # pull request → the record whose pullRequests keeps its ledger
         for record in self._records():
             ref = record["ref"]
             if any(record.get(section) for section in SECTIONS_TRACKED):
                 tracked.add(ref)
             elif record.get("poll") is not None and ref not in live_records and "ended" not in record:
                 ledger_only.append(ref)
+            for pull in record.get("pullRequests") or {}:
+                if isinstance(pull, str) and pull != ref:
+                    owners[pull] = ref
+        owners = {pull: owner for pull, owner in owners.items() if pull not in tracked and pull not in ledger_only}
+        for pull in owners:  # (one that is a work item in its own right is asked as one, above)
+            if pull in bound:
+                tracked.add(pull)
+            else:
+                ledger_only.append(pull)
 
         def candidate(text: str) -> WorkItemRef | None:
             try:
                 ref = parse_ref(text)
             except RefError:
                 return None
-            if text in open_refs or not any(scope.owns(ref) for scope in complete):
+            if text in open_refs or not any(scope.owns(ref) for scope in complete) or self._closing(ref):
                 return None
             return ref
 
@@ -874,13 +950,17 @@ class GitHubPollSource(PollSource):
                 continue  # ended, nothing left running: asking again changes nothing
             asked.append(ref)
         clocks = self.clocks.read()
-        due = [ref for text in ledger_only_due(ledger_only, clocks, self.interval) if (ref := candidate(text))]
-        lazy = due[:LEDGER_CHECKS_PER_CYCLE]
+        lazy: list[WorkItemRef] = []
+        for text in ledger_only_due(ledger_only, clocks, self.interval):  # the cap bounds the inbox look-ups too
+            if len(lazy) >= LEDGER_CHECKS_PER_CYCLE:
+                break
+            if (ref := candidate(text)) is not None:
+                lazy.append(ref)
         checked: dict[str, dict[str, str] | None] = {}
         try:
             for ref in asked + lazy:
                 try:
-                    closed = self._closure(ref, cycle)
+                    closed = self._closure(ref, cycle, owners.get(str(ref)))
                 except RateLimited:
                     break  # nothing more to this host this cycle; the questions recur next cycle
                 if closed:
@@ -890,9 +970,14 @@ class GitHubPollSource(PollSource):
         finally:
             self.clocks.update(checked)
 
-    def _closure(self, ref: WorkItemRef, cycle: Cycle) -> bool:
+    def _closing(self, ref: WorkItemRef) -> bool:
+        """A close of ``ref`` is already in the inbox, waiting for the router (issue-405): asking adds nothing."""
+        return any(self.inbox.delivery_status(f"{SCHEME}:close:{ref}:{state}") == "inflight" for state in STATES)
+
+    def _closure(self, ref: WorkItemRef, cycle: Cycle, owner: str | None = None) -> bool:
         """Ask GitHub whether ``ref`` ended; close it through the one close path when it did. When unsure, keep
-        the session."""
+        the session. A pull request keeping its ledger in ``owner``'s record ends as the webhook's close would end
+        it (its endpoint only, through the inbox), and its ``pullRequests`` entry is dropped."""
         from the_loop import closing
         from the_loop.router import principals
 
@@ -915,6 +1000,12 @@ class GitHubPollSource(PollSource):
         events.emit(
             "poll.closure_detected", work_item=str(ref), state=state, kind=kind, reason=data.get("state_reason")
         )
+        self.cursors.pop(str(ref), None)
+        self.pending.pop(str(ref), None)
+        cycle.closures += 1
+        if owner is not None and pull is not None:  # that endpoint alone ends; the owner's session runs on
+            closing.pull_request_ended(self.config, owner, ref, reason=reason, delivery_id=f"poll-close-{ref}-{state}")
+            return True
         closing.work_item_ended(
             self.config,
             ref,
@@ -924,9 +1015,6 @@ class GitHubPollSource(PollSource):
             source="poll",
             delivery_id=f"poll-close-{ref}-{state}",
         )
-        self.cursors.pop(str(ref), None)
-        self.pending.pop(str(ref), None)
-        cycle.closures += 1
         return True
 
 
@@ -987,6 +1075,15 @@ def _copy(ledger: dict[str, Any] | None) -> dict[str, Any] | None:
     import copy
 
     return copy.deepcopy(ledger)
+
+
+def _evicted_before(seen: list[str], comments: list[Comment]) -> str:
+    """When ``seenComments`` is full, the creation time of the oldest comment it still holds: a comment older than
+    that was seen and evicted by the cap, never new ("" when the ledger is not full, or nothing of it was read)."""
+    if len(seen) < SEEN_CAP:
+        return ""
+    kept = set(seen[-SEEN_CAP:])
+    return min((c.created_at for c in comments if c.id in kept and c.created_at), default="")
 
 
 def _subject(item: Mapping[str, Any]) -> dict[str, Any]:
