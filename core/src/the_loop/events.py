@@ -54,6 +54,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("poll.comment_forwarded", "a polled comment went to the inbox (comment_id, actor, attempt)"),
     _t("poll.item_error", "one polled item (or its closure question) failed; it is retried next cycle"),
     _t("poll.closure_detected", "an item absent from the listing is closed upstream (state, kind)"),
+    _t("poll.comment_settled", "a polled comment was settled without a paste, on purpose (outcome or reason)"),
     _t("restart.completed", "the-loop restart ran stop then start"),
     _t("service.started", "the-loop start reported a service started"),
     _t("service.stopped", "the-loop stop reported a service stopped"),

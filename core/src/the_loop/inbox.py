@@ -34,7 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -85,6 +85,9 @@ class InboxEntry:
     attempts: int
     next_attempt_at: float
     record: dict[str, Any] = field(repr=False)
+    outcome: str = (
+        ""  # set once handled: what the handler did (``delivered``, or a drop reason such as ``session-paused``)
+    )
 
     @property
     def digest(self) -> str:
@@ -344,6 +347,17 @@ class Inbox:
         self._completed_tail.clear()
         self._completed_set = frozenset()
 
+    def settled_outcome(self, key: str) -> str:
+        """What the handler did with the entry settled under ``key`` (``delivered``, ``spawned``, or the reason it
+        was dropped on purpose: ``session-paused``, ``awaiting-start`` …); "" when not among the remembered keys."""
+        digest = key_digest(key)
+        self._completed()
+        for known, line in reversed(self._completed_tail):
+            if known == digest:
+                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                    return str(json.loads(line).get("outcome") or "")
+        return ""
+
     def forget(self, *keys: str) -> None:
         """Let ``keys`` be taken again: a settled key normally refuses its object for good, but some objects
         legitimately recur (an item closed, reopened, then closed again has the same close key). Appends one
@@ -370,7 +384,12 @@ class Inbox:
         """Append the entries' keys to completed.jsonl with one fsync; compact it to the newest keys when long."""
         stamp = events.timestamp(self.clock())
         lines = b"".join(
-            _dumps({"digest": entry.digest, "key": entry.key, "settledAt": stamp}) + b"\n" for entry in entries
+            _dumps(
+                {"digest": entry.digest, "key": entry.key, "settledAt": stamp}
+                | ({"outcome": entry.outcome} if entry.outcome else {})
+            )
+            + b"\n"
+            for entry in entries
         )
         created = not self.completed_path.exists()
         fd = os.open(self.completed_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -574,9 +593,9 @@ class InboxWorker:
                         if should_stop is not None and should_stop():
                             break
                         handled += 1
-                        verdict = self._handle(entry)
+                        verdict, outcome = self._handle(entry)
                         if verdict == "settle":
-                            done.append(entry)
+                            done.append(replace(entry, outcome=outcome))
                         elif verdict == "hold":
                             break  # this event of the work item is backing off: its later ones wait behind it
                 finally:
@@ -591,9 +610,9 @@ class InboxWorker:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(lanes))) as pool:
                 return sum(pool.map(drain, lanes))
 
-    def _handle(self, entry: InboxEntry) -> Literal["settle", "gone", "hold"]:
+    def _handle(self, entry: InboxEntry) -> tuple[Literal["settle", "gone", "hold"], str]:
         """Handle one entry: ``settle`` it, it is ``gone`` (abandoned after its last attempt), or ``hold`` (pending
-        for a retry, so its work items wait behind it)."""
+        for a retry, so its work items wait behind it); with what was done (a settled outcome's reason or status)."""
         try:
             outcome = self.handle(entry)
         except Exception as exc:
@@ -606,14 +625,14 @@ class InboxWorker:
                 error=error,
                 will_retry=entry.attempts + 1 < self.inbox.max_attempts,
             )
-            return self._released(entry, error)
+            return self._released(entry, error), ""
         status = getattr(outcome, "status", None)
         if status == "failed" and getattr(outcome, "will_retry", False):
             error = str(getattr(outcome, "error", "") or "failed")
-            return self._released(entry, error)
+            return self._released(entry, error), ""
         if status in SETTLED_STATUSES or status == "failed":  # a final failure: the handler already logged it
-            return "settle"
-        return self._released(entry, f"the handler returned {outcome!r}, not an outcome")
+            return "settle", str(getattr(outcome, "reason", "") or status)
+        return self._released(entry, f"the handler returned {outcome!r}, not an outcome"), ""
 
     def _released(self, entry: InboxEntry, error: str) -> Literal["gone", "hold"]:
         return "gone" if self.inbox.release(entry, error, now=self.clock()) is None else "hold"

@@ -591,6 +591,8 @@ def test_b10_a_comment_settled_while_paused_is_never_pasted(world: Callable[...,
     w.cycle(2)
     ledger = w.ledger(1)
     assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
+    settled = [e for e in w.env.events() if e["event"] == "poll.comment_settled"]
+    assert [(e["comment_id"], e["outcome"]) for e in settled] == [(f"IC_fake{cid}", "session-paused")]
     assert w.env.run("sessions", "resume", "--work-item", REF1).returncode == 0
     w.cycle(1)
     time.sleep(0.5)

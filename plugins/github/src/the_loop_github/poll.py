@@ -36,7 +36,7 @@ from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.registry import SessionRegistry
 from the_loop.store import WorkItemStore
 from the_loop_github.linkage import linked_refs
-from the_loop_github.normalize import Drop, normalize
+from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
 from the_loop_github.refs import DEFAULT_HOST, SCHEME, ref_for
 from the_loop_github.ticketing import MARKER, GitHubTicketProvider, TokenMissing
 
@@ -57,7 +57,7 @@ MIN_BACKOFF = 60.0
 ETAG_CACHE = 4096
 TIMEOUT_SECONDS = 60
 SECTIONS_TRACKED = ("control", "graph", "collaborators", "collaborationChannels")
-STATES = ("closed", "merged")  # the two close keys of one item (the webhook's github:close:<ref>:<state>)
+DELIVERED = ("delivered", "spawned", "respawned")  # inbox outcomes that mean the session got the comment
 
 
 def _now_stamp() -> str:
@@ -707,6 +707,9 @@ class GitHubPollSource(PollSource):
         if status == "inflight":
             return
         if status in ("done", "unknown"):
+            outcome = self.inbox.settled_outcome(event.dedupe_key) if event else ""
+            if outcome and outcome not in DELIVERED:  # refused on purpose (paused, awaiting start, …): seed 004
+                events.emit("poll.comment_settled", work_item=str(refs[-1]), comment_id=comment.id, outcome=outcome)
             work.see(comment.id)
             return
         if rounds < self.max_retries:
@@ -972,7 +975,7 @@ class GitHubPollSource(PollSource):
 
     def _closing(self, ref: WorkItemRef) -> bool:
         """A close of ``ref`` is already in the inbox, waiting for the router (issue-405): asking adds nothing."""
-        return any(self.inbox.delivery_status(f"{SCHEME}:close:{ref}:{state}") == "inflight" for state in STATES)
+        return any(self.inbox.delivery_status(close_key(ref, state)) == "inflight" for state in CLOSE_STATES)
 
     def _closure(self, ref: WorkItemRef, cycle: Cycle, owner: str | None = None) -> bool:
         """Ask GitHub whether ``ref`` ended; close it through the one close path when it did. When unsure, keep

@@ -58,9 +58,8 @@ def loop_register_commands() -> list[CommandSpec]:
 
 @hookimpl
 def loop_event_types() -> list[EventType]:
-    # webhook.received/rejected and poll.comment_forwarded/item_error/closure_detected are core's (every ingress).
+    # webhook.*, poll.comment_forwarded|settled, poll.item_error and poll.closure_detected are core's (every ingress).
     return [
         EventType("jira.doorbell_failed", "a verified Jira doorbell could not be followed up (Jira unreachable, …)"),
-        EventType("poll.comment_settled", "a ticket comment was settled unforwarded: self-authored, mirror"),
         EventType("arm.refused", "a ticket was not armed: mirror (the Jira copy of a GitHub issue)"),
     ]
