@@ -520,6 +520,14 @@ class EndedReport:
     deferred: str = ""  # why cleanup waits: no-actor | unauthorized-actor
 
 
+def _ended_as(reason: str, item: WorkItemRef) -> tuple[str, str]:
+    """``ended.state`` and ``ended.kind`` for a close ``reason``. A ``deleted`` item (the tracker answers that it
+    no longer exists) has no kind of its own to report: ``issue``, or ``""`` for a key-form ref."""
+    if reason == "deleted":
+        return "deleted", "" if item.key_form else "issue"
+    return ("merged" if reason == "pr-merged" else "closed"), ("issue" if reason == "issue-closed" else "pull-request")
+
+
 def work_item_ended(
     config: LoadedConfig,
     ref: WorkItemRef | str,
@@ -551,10 +559,7 @@ def work_item_ended(
     report.tracked = record is not None or any(key not in ("ref", "url") for key in portable)
     if not report.tracked:
         return report
-    state, kind = (
-        ("merged" if reason == "pr-merged" else "closed"),
-        ("issue" if reason == "issue-closed" else "pull-request"),
-    )
+    state, kind = _ended_as(reason, item)
     completed = lifecycle.run(
         lifecycle.WorkItemComplete(
             work_item=lifecycle.work_item_facts(item, config),

@@ -34,7 +34,9 @@ SLEEP_STEP = 0.1  # SIGTERM is honoured within this (plus the running source's o
 ERROR_CHARS = 300
 LEDGER_RECHECK_EVERY_CYCLES = 60  # a ledger-only record is asked whether it ended once per this many cycles
 LEDGER_CHECKS_PER_CYCLE = 20  # … and at most this many such questions per source per cycle
-CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt")
+# lastPolledAt / closureCheckedAt (seed 004), and missingAt: when this machine's closure question was first answered
+# 404/410 in a row (a second such answer ends the item as deleted; "" once it answers again).
+CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt", "missingAt")
 ROUTER_THREAD = "the-loop-router"  # the inbox worker an ingress daemon runs beside its service (router.start_routing)
 ROUTER_STOP_SECONDS = 30.0
 
@@ -198,7 +200,7 @@ def release_attempts(sources: list[PollSource]) -> None:
 
 
 class PollClocks:
-    """``local/poll-clocks.json``: ``{"clocks": {<ref>: {"lastPolledAt", "closureCheckedAt"}}}``.
+    """``local/poll-clocks.json``: ``{"clocks": {<ref>: {"lastPolledAt", "closureCheckedAt", "missingAt"}}}``.
 
     Best-effort (seed 004, issue-382): an unreadable file reads as empty (everything due), a failed write is
     reported once and never stops a cycle. Writes are read-modify-write under ``local/locks/poll-clocks.lock``,

@@ -290,6 +290,27 @@ def test_b15_closed_issue_ends_through_the_close_path(world: Callable[..., World
     assert closure_questions(w, 1) == asked  # never asked again
 
 
+def test_s4_an_item_answering_404_twice_ends_as_deleted_without_cleanup(world: Callable[..., World]) -> None:
+    """§4 item-level faults: one 404 may be a blip (the session stays); two in a row close the item as ``deleted``
+    through the one close path, and nobody closed it, so cleanup waits for a person."""
+    w = world()
+    established(w, 1)
+    with w.fake.lock:
+        del w.fake.items[("octo/repo", 1)]  # deleted upstream: gone from the listing, 404 when asked
+    w.cycle(1)
+    assert "ended" not in w.record(1) and w.session(1)["status"] == "active"
+    assert [e["work_item"] for e in w.events("poll.item_error")] == [REF1]
+    w.cycle(1)
+    ended = w.record(1)["ended"]
+    assert (ended["state"], ended["reason"], ended["kind"], ended["actor"]) == ("deleted", "deleted", "issue", "")
+    assert [(e["state"], e["reason"]) for e in w.events("poll.closure_detected")] == [("deleted", "not-found")]
+    assert w.session(1)["status"] == "closed"
+    assert [e["reason"] for e in w.events("cleanup.deferred")] == ["no-actor"]
+    asked = closure_questions(w, 1)
+    w.cycle(1)
+    assert closure_questions(w, 1) == asked  # ended: never asked again
+
+
 def test_b16_merged_pull_request_ends_as_merged(world: Callable[..., World]) -> None:
     w = world()
     established(w, 2, pull=True)

@@ -990,8 +990,14 @@ class GitHubPollSource(PollSource):
         except RateLimited:
             raise
         except ApiError as exc:
+            if exc.status in (404, 410):  # §4: a second answer in a row (this run or an earlier one) means deleted
+                if self.clocks.read().get(str(ref), {}).get("missingAt"):
+                    return self._deleted(ref, cycle, owner)
+                self.clocks.update({str(ref): {"missingAt": events.timestamp()}})
             events.emit("poll.item_error", level="warning", work_item=str(ref), error=str(exc)[:300], will_retry=True)
             return False
+        if self.clocks.read().get(str(ref), {}).get("missingAt"):
+            self.clocks.update({str(ref): {"missingAt": ""}})  # it answers again: the count starts over
         if not isinstance(data, dict) or data.get("state") != "closed":
             return False
         pull = data.get("pull_request") if isinstance(data.get("pull_request"), dict) else None
@@ -1017,6 +1023,32 @@ class GitHubPollSource(PollSource):
             authorized=bool(actor) and any(p.matches(SCHEME, actor) for p in principals(self.config)),
             source="poll",
             delivery_id=f"poll-close-{ref}-{state}",
+        )
+        return True
+
+    def _deleted(self, ref: WorkItemRef, cycle: Cycle, owner: str | None) -> bool:
+        """An item GitHub answered 404/410 for twice in a row (deleted, transferred, access lost) ends as
+        ``deleted`` through the one close path. Nobody closed it, so nothing is cleaned up (§4)."""
+        from the_loop import closing
+
+        self.clocks.update({str(ref): {"missingAt": ""}})
+        self.cursors.pop(str(ref), None)
+        self.pending.pop(str(ref), None)
+        events.emit("poll.closure_detected", work_item=str(ref), state="deleted", kind="", reason="not-found")
+        cycle.closures += 1
+        if owner is not None:
+            closing.pull_request_ended(
+                self.config, owner, ref, reason="deleted", delivery_id=f"poll-close-{ref}-deleted"
+            )
+            return True
+        closing.work_item_ended(
+            self.config,
+            ref,
+            reason="deleted",
+            actor="",
+            authorized=False,
+            source="poll",
+            delivery_id=f"poll-close-{ref}-deleted",
         )
         return True
 
