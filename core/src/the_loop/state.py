@@ -120,7 +120,8 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "local/poll-clocks.json",
         False,
-        "per polled ref: lastPolledAt and closureCheckedAt (when this poller last listed it, or asked if it ended)",
+        "per polled ref: lastPolledAt and closureCheckedAt (when this poller last listed it, or asked if it ended), "
+        "and missingAt (when GitHub first answered 404/410 to that question)",
         "clock readings of a poller on this machine; elsewhere they would date a process that is not there",
     ),
     GeneratedPath(
