@@ -251,3 +251,89 @@ def test_all_extra_installs_every_plugin_and_install_sh_reuses_it(wheels: Path, 
         assert "the-loop " + the_loop.__version__ in result.stdout  # `start` prints the version first
         assert str(config) in result.stdout  # `status` prints the config it read
     assert set(listed_plugins(venv, home)) >= ALL_PLUGINS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_path: Path) -> None:
+    """Issue 9's promise, installed for real: `the-loop[jira,claude]` (no GitHub plugin, no PyGithub) runs a
+    Jira-only configuration against the fake Jira — the poller spawns an armed ticket's session in
+    `routing.spawnWorkdir` through the Claude adapter (a fake `claude` that becomes the fake harness TUI), and a
+    later Jira comment reaches that session."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    sys.path.append(str(ROOT / "plugins" / "jira" / "tests"))
+    from fake_jira import FakeJira
+
+    from the_loop.fake_harness import FakeHarness
+
+    venv = fresh_venv(tmp_path / "venv", wheels, f"the-loop[jira,claude]=={the_loop.__version__}")
+    home, work, logs = tmp_path / "home", tmp_path / "work", tmp_path / "logs"
+    for directory in (home, work, logs):
+        directory.mkdir()
+    python = venv / "bin" / "python"
+    assert run_in(venv, str(python), "-c", "import github", home=home).returncode != 0  # no GitHub plugin here
+    claude = tmp_path / "claude"
+    claude.write_text(  # becomes the fake harness TUI, with the adapter's argv
+        f"#!{python}\nimport os, sys\nos.execv({str(python)!r}, [{str(python)!r}, '-m', 'the_loop.fake_harness', "
+        "*sys.argv[1:]])\n"
+    )
+    claude.chmod(0o755)
+    socket = f"the-loop-pkg-{os.getpid()}"
+    with FakeJira() as fake:
+        fake.add_issue("PROJ-12", summary="Add a widget", labels=["the-loop:auto-execute"])
+        config = {
+            "version": "0.12.0",
+            "polling": {"enabled": True, "sources": [{"provider": "jira", "projects": ["PROJ"]}]},
+            "routing": {
+                "enabled": True,
+                "defaultHarness": "claude",
+                "spawnOnUnmatched": "labeled",
+                "authorizedUsers": [{"jira": "acc-ok"}],
+                "spawnWorkdir": str(work),
+                "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+            },
+            "integrations": {
+                "claude": {"binary": str(claude)},
+                "jira": {
+                    "site": "jira.test",
+                    "deployment": "cloud",
+                    "serverUrl": fake.url,
+                    "api": {"emailEnv": ["JIRA_EMAIL"], "tokenEnv": ["JIRA_API_TOKEN"]},
+                    "projects": {"PROJ": {"repository": "octo/repo"}},
+                },
+            },
+        }
+        (home / "cli-config.yaml").write_text(json.dumps(config))
+        env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
+        env.pop("PYTHONPATH", None)
+        env.update(
+            HOME=str(home),
+            PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            JIRA_EMAIL="bot@example.test",
+            JIRA_API_TOKEN="jira-token",
+            FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
+        )
+
+        def the_loop_cli(*args: str) -> subprocess.CompletedProcess[str]:
+            argv = [str(venv / "bin" / "the-loop"), "-c", str(home / "cli-config.yaml"), *args]
+            return subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=120)
+
+        try:
+            assert the_loop_cli("config", "validate").returncode == 0
+            assert the_loop_cli("daemon", "run", "poller", "--once").returncode == 0  # first sight: baseline
+            fake.add_comment("PROJ-12", "the-loop start", "acc-ok")
+            polled = the_loop_cli("daemon", "run", "poller", "--once")
+            assert polled.returncode == 0, polled.stderr
+            target = "loop-jira-jira_test-PROJ-12"
+            has = subprocess.run(["tmux", "-L", socket, "has-session", "-t", f"={target}"], timeout=10)
+            assert has.returncode == 0, polled.stderr
+            [log] = list(logs.glob("*.jsonl"))
+            harness = FakeHarness(log)
+            harness.wait_ready(timeout=30)
+            assert harness.records("start")[0]["cwd"] == str(work)
+            fake.add_comment("PROJ-12", "please add a test for the widget", "acc-ok")
+            assert the_loop_cli("daemon", "run", "poller", "--once").returncode == 0
+            assert "please add a test for the widget" in harness.wait_for_submitted(2, timeout=30)[-1]
+        finally:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
