@@ -6,7 +6,8 @@ against the fake Slack Web API of the plugin's tests on 127.0.0.1 (nothing leave
 - publish latency: ``channels.publish`` of one ``comment.agent`` into a bound thread until the fake stored it
   (p50 / p95 / max, ms);
 - drain rate: N events queued while Slack is down, across K work items, then drained back to empty (entries/s of
-  posting, and drains needed at 20 a drain).
+  posting, and drains needed at 20 a drain);
+- poll cycle: one reply waiting in each of the K threads, one ``read_cycle`` claiming them all (time, Slack calls).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def main() -> None:
         path = Path(tmp) / ".the-loop" / "cli-config.yaml"
         path.parent.mkdir(parents=True)
         slack = {"enabled": True, "channel": "C0BENCH", "apiBaseUrl": server.base_url, "subscribe": ["comment.agent"]}
-        path.write_text(yaml.safe_dump({"channels": {"slack": slack}}))
+        routing = {"authorizedUsers": [{"name": "bench", "slack": "U0BENCH"}]}
+        path.write_text(yaml.safe_dump({"routing": routing, "channels": {"slack": slack}}))
         config = load_config(path, host)
         events.configure(config.state.events_path, "bench")
         items = [f"fake:octo/repo#{n}" for n in range(1, args.items + 1)]
@@ -83,10 +85,24 @@ def main() -> None:
             drains += 1
         elapsed = time.perf_counter() - started
         stored = sum(1 for m in server.fake.channels["C0BENCH"] if m.get("thread_ts"))
-        assert stored == 2 * args.events, f"{stored} posts landed, expected {2 * args.events}"
+        queued = min(args.events, channel_outbox.CAP)  # past the cap the oldest were dropped
+        assert stored == args.events + queued, f"{stored} posts landed, expected {args.events + queued}"
         print(
-            f"outbox drain            {args.events / elapsed:6.0f} entries/s posting   {drains} drains of ≤"
-            f"{channel_outbox.DRAIN_BUDGET} ({args.events} entries, {args.items} work items)"
+            f"outbox drain            {queued / elapsed:6.0f} entries/s posting   {drains} drains of ≤"
+            f"{channel_outbox.DRAIN_BUDGET} ({queued} entries, {args.items} work items)"
+        )
+
+        for item in items:  # one reply in every thread, then one poll cycle claims them all
+            bound = channels.binding(config, "slack", item)
+            assert bound is not None
+            server.fake.add_message("C0BENCH", user="U0BENCH", text=f"reply to {item}", thread_ts=bound["thread"])
+        calls, started = len(server.fake.calls), time.perf_counter()
+        counts = channels.read_cycle(config, channel)
+        elapsed = time.perf_counter() - started
+        assert counts["accepted"] == args.items, counts
+        print(
+            f"poll cycle              {elapsed * 1000:6.1f} ms for {args.items} threads   "
+            f"{len(server.fake.calls) - calls} Slack calls (replies + reactions)   {counts['accepted']} claimed"
         )
     server.close()
 

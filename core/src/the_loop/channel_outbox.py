@@ -153,9 +153,11 @@ def drain(config: LoadedConfig, post: Post, *, now: float | None = None, budget:
     with locked(_lock(path)):
         data = _load(path)
         held: set[str] = set()  # work items whose older entry is not due: their later ones wait (head first)
+        unreadable = []
         for entry_id in sorted(data["pending"]):
             entry = data["pending"][entry_id]
             if not isinstance(entry, dict) or not isinstance(entry.get("event"), dict):
+                unreadable.append(entry_id)  # nothing could ever post it: removed, never blocking the queue
                 continue
             item = str(entry["event"].get("workItem") or "")
             if len(claimed) >= budget or item in held or not _due(entry, now):
@@ -165,8 +167,12 @@ def drain(config: LoadedConfig, post: Post, *, now: float | None = None, budget:
             entry["attempts"] = int(entry.get("attempts") or 0) + 1
             entry["lastAttemptAt"] = events.timestamp(now)
             claimed[entry_id] = entry
-        if claimed:
+        for entry_id in unreadable:
+            del data["pending"][entry_id]
+        if claimed or unreadable:
             atomic_write_json(path, data)
+    for entry_id in unreadable:
+        events.emit("channel.undelivered_dropped", level="warning", entry=entry_id, reason="unreadable")
     report.claimed = len(claimed)
     results: dict[str, tuple[bool, str, float | None] | None] = {}
     failed_items: set[str] = set()

@@ -9,7 +9,9 @@ registers a :class:`~the_loop.interfaces.Channel` and does transport and renderi
 - **Publish** — an event goes to every enabled channel subscribed to its type; when none accepts it, it waits in
   the undelivered queue (:mod:`the_loop.channel_outbox`), and a later event of the same work item queues behind it.
 - **Read** — replies (polled or pushed by a listener) pass, in order: edits and deletes dropped, unmapped threads
-  dropped, the channel's own messages dropped, strangers dropped before their text is read, ungranted kinds dropped.
+  dropped, the channel's own messages dropped, strangers dropped before their text is read, a mention while the
+  channel's own id is unknown dropped, the bot's mention taken out, a collaborator's control keyword dropped,
+  ungranted kinds dropped.
   What remains is *claimed* — written to the durable inbox and the thread's cursor advanced under one flock — and
   only then acknowledged. The router later mirrors it onto the ticket and delivers it (:func:`routed`); a work item
   with no session is never first-spawned by a reply.
@@ -20,6 +22,7 @@ Events carry ids (work item, channel, thread, message), never message text or to
 from __future__ import annotations
 
 import json
+import queue
 import re
 import threading
 import time
@@ -93,11 +96,14 @@ def binding(config: LoadedConfig, name: str, ref: WorkItemRef | str) -> dict[str
     return None
 
 
-def bindings(config: LoadedConfig, name: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every bound work item of channel ``name``: (ref, binding), sorted by ref."""
+def bindings(config: LoadedConfig, name: str, *, open_only: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """Every bound work item of channel ``name``: (ref, binding), sorted by ref; with ``open_only``, not those
+    that ended (closed or merged)."""
     found = []
     for record in _store(config).list():
         bound = (record.get("channels") or {}).get(name)
+        if open_only and record.get("ended"):
+            continue
         if isinstance(bound, dict) and bound.get("channel") and bound.get("thread"):
             found.append((record["ref"], bound))
     return found
@@ -299,14 +305,29 @@ def _advance(config: LoadedConfig, name: str, ref: str, thread: str, ts: str) ->
     atomic_write_json(path, data)
 
 
-def _allowed(config: LoadedConfig, name: str, ref: str, author: str) -> bool:
-    """On the allow-list (``routing.authorizedUsers[].<name>``, compared exactly) or the item's collaborators.
-    An empty list lets nobody in."""
+def _speaker(config: LoadedConfig, name: str, ref: str, author: str) -> str:
+    """``allowed`` (on the allow-list, ``routing.authorizedUsers[].<name>``, a member id compared exactly, as the
+    router does), ``collaborator`` (on the item's roster: input only, never a binding act) or "" (a stranger). An
+    empty list lets nobody in."""
+    if any(p.matches(name, author) for p in control.principals(config)):
+        return "allowed"
+    return "collaborator" if control.is_collaborator(config, [ref], name, author) else ""
+
+
+def label(config: LoadedConfig, name: str, author: str) -> str:
+    """The person's name from the allow-list (``dana``), else their member id."""
     for entry in config.core.routing.authorized_users:
-        known = "" if isinstance(entry, str) else str(getattr(entry, name, "") or "")
-        if known and known == author:
-            return True
-    return control.is_collaborator(config, [ref], name, author)
+        if not isinstance(entry, str) and entry.name and str(getattr(entry, name, "") or "") == author:
+            return entry.name
+    return author
+
+
+_MENTION = re.compile(r"<@[UW][A-Z0-9_-]{1,20}(?:\|[^>]*)?>")
+
+
+def without_bot(text: str, bot: str) -> str:
+    """``text`` with the bot's own ``<@id>`` mentions taken out (someone else's mention stays)."""
+    return re.sub(rf"<@{re.escape(bot)}(?:\|[^>]*)?>", "", text).strip() if bot else text
 
 
 def _drop(channel: Channel, message: InboundMessage, reason: str, ref: str = "", level: str = "info") -> str:
@@ -334,7 +355,7 @@ def _inbound(
     from the_loop.models import Actor, InboundEvent
 
     key = dedupe_key(channel.name, message)
-    text = message.text.replace(f"<@{bot}>", "").strip() if bot else message.text  # the bot's own mention
+    text = without_bot(message.text, bot)
     return InboundEvent(
         dedupe_key=key,
         delivery_id=key,
@@ -368,29 +389,37 @@ def accept(
     *,
     bound: tuple[str, dict[str, Any]] | None = None,
     bot_id: str | None = None,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> str:
     """Take one read message through the inbound pipeline; its outcome (``accepted``, ``duplicate`` or a drop
-    reason). Claimed — inbox write and cursor advance under one flock — before it is acknowledged."""
+    reason). Claimed — inbox write and cursor advance under one flock — before it is acknowledged. What follows
+    the claim (the reaction, a relayed command, a private note) goes to ``later`` when given, so a listener can
+    acknowledge the platform's delivery at once (Slack wants it within 3 s)."""
+    run = later or (lambda work: work())
     if message.subtype not in PROCESSED_SUBTYPES:  # edits, deletes, joins: never new input
         return _drop(channel, message, "unsupported-subtype", level="debug")
+    if message.message_id == message.thread_id:  # top-level: kickoff is later; no record is read for it
+        return _drop(channel, message, "unmapped", level="debug")
     bound = bound or find_ref(config, channel.name, message.channel_id, message.thread_id)
-    if bound is None or message.message_id == message.thread_id:
+    if bound is None:
         return _drop(channel, message, "unmapped", level="debug")
     ref, conversation = bound
     bot = channel.bot_identity() if bot_id is None else bot_id
-    reason = ""
+    reason, speaker, kind = "", "", ""
     if message.is_bot or (bot and message.author_id == bot):
         reason = "self-authored"  # before anyone's identity is read
-    elif not message.author_id or not _allowed(config, channel.name, ref, message.author_id):
+    elif not message.author_id or not (speaker := _speaker(config, channel.name, ref, message.author_id)):
         reason = "unauthorized-actor"  # before the text is read
-    kind = ""
+    elif not bot and _MENTION.search(message.text):
+        reason = "no-bot-id"  # the bot's own mention cannot be told apart: never recorded as prose
     if not reason:
-        from the_loop import control
-
-        parsed = control.parse(message.text, config.core.routing.control.keywords)
-        kind = COMMAND_KIND if parsed.command and config.core.routing.control.enabled else REPLY_KIND
-        if kind not in channel.granted():
-            reason = "unpublishable-event"
+        routing = config.core.routing
+        parsed = control.parse(without_bot(message.text, bot), routing.control.keywords)
+        kind = COMMAND_KIND if parsed.command and routing.control.enabled else REPLY_KIND
+        if kind != REPLY_KIND and speaker != "allowed":
+            reason = "unauthorized-act"  # a collaborator may only reply
+        elif kind not in channel.granted():
+            reason = "unpublishable-event"  # dropped, never downgraded to a plain reply
     claimed = "duplicate"
     try:
         with locked(_lock(config, channel.name)):
@@ -408,6 +437,8 @@ def accept(
         return "claim-failed"
     if claimed == "duplicate":
         return _drop(channel, message, "duplicate", ref, level="debug")
+    if claimed == "no-bot-id":
+        run(lambda: _tell(channel, message, "the-loop could not read this message just now; please send it again."))
     if claimed != "accepted":
         return _drop(channel, message, claimed, ref, level="warning" if claimed == "unauthorized-actor" else "info")
     events.emit(
@@ -415,16 +446,28 @@ def accept(
         channel=channel.name,
         work_item=ref,
         kind=kind,
+        gate="none",  # human gates come with the process graph
         channel_id=message.channel_id,
         thread=message.thread_id,
         message=message.message_id,
         author=message.author_id,
         transport=transport,
     )
-    _acknowledge(config, channel, message, "received")
-    if kind == COMMAND_KIND:
-        _relay_command(config, channel, message, ref)
+
+    def after_claim() -> None:
+        _acknowledge(config, channel, message, "received")
+        if kind == COMMAND_KIND:
+            _relay_command(config, channel, message, ref, without_bot(message.text, bot))
+
+    run(after_claim)
     return "accepted"
+
+
+def _tell(channel: Channel, message: InboundMessage, text: str) -> None:
+    try:
+        channel.tell(message, text)
+    except Exception as exc:
+        events.emit("channel.tell_failed", level="warning", channel=channel.name, error=f"{type(exc).__name__}")
 
 
 def _acknowledge(config: LoadedConfig, channel: Channel, message: InboundMessage, state: str) -> None:
@@ -442,11 +485,13 @@ def _acknowledge(config: LoadedConfig, channel: Channel, message: InboundMessage
 
 
 def read_cycle(config: LoadedConfig, channel: Channel) -> dict[str, int]:
-    """One poll over every bound conversation: read what is newer than its cursor (all pages) and accept it.
-    A conversation whose read fails is skipped this cycle, its cursor untouched."""
+    """One poll over every bound conversation of a work item that has not ended (each read costs a call against
+    the platform's rate limit; a reopen resumes it, from its cursor): read what is newer than its cursor (all
+    pages) and accept it. A conversation whose read fails is skipped this cycle, its cursor untouched; a refusal
+    with a wait (HTTP 429) ends the cycle, as every further read would be refused too."""
     counts = {"threads": 0, "failed": 0, "messages": 0, "accepted": 0}
     bot = channel.bot_identity()
-    for ref, bound in bindings(config, channel.name):
+    for ref, bound in bindings(config, channel.name, open_only=True):
         counts["threads"] += 1
         try:
             messages = channel.read_replies(bound, cursor(config, channel.name, ref, bound["thread"]))
@@ -458,7 +503,10 @@ def read_cycle(config: LoadedConfig, channel: Channel) -> dict[str, int]:
                 channel=channel.name,
                 work_item=ref,
                 error=f"{type(exc).__name__}: {exc}"[:500],
+                retry_after=getattr(exc, "retry_after", None),
             )
+            if getattr(exc, "retry_after", None):
+                break
             continue
         for message in messages:
             counts["messages"] += 1
@@ -469,25 +517,41 @@ def read_cycle(config: LoadedConfig, channel: Channel) -> dict[str, int]:
 
 def listen(config: LoadedConfig, channel: Channel, should_stop: Callable[[], bool]) -> None:
     """Run ``channel``'s listener, every pushed message through :func:`accept`. Beside it, a catch-up read (what
-    was written while nobody listened) runs as it connects and again every ``catch_up_interval()`` seconds, so
-    a delivery Slack gave up on is still read. The caller holds the channel's single-listener lock."""
-    bot = channel.bot_identity()
+    was written while nobody listened) runs each time the listener connects (a reconnect too) and again every
+    ``catch_up_interval()`` seconds, so a delivery Slack gave up on is still read. The caller holds the channel's
+    single-listener lock."""
+    connected = threading.Event()
 
     def catch_up() -> None:
         counts = read_cycle(config, channel)
         events.emit("channel.caught_up", channel=channel.name, **counts)
 
-    interval = channel.catch_up_interval()
-    _every(interval or float("inf"), should_stop, catch_up, f"the-loop-{channel.name}-catch-up")
+    interval = channel.catch_up_interval() or float("inf")
+    _every(interval, should_stop, catch_up, f"the-loop-{channel.name}-catch-up", wake=connected, first=False)
+
+    jobs: queue.Queue[Callable[[], None]] = queue.Queue()  # what follows a claim, in arrival order
+
+    def follow_up() -> None:
+        while not should_stop() or not jobs.empty():
+            try:
+                job = jobs.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                job()
+            except Exception as exc:
+                events.emit("channel.handler_failed", level="error", channel=channel.name, error=f"{exc}"[:500])
+
+    threading.Thread(target=follow_up, name=f"the-loop-{channel.name}-follow-up", daemon=True).start()
 
     def sink(message: InboundMessage) -> str:
         try:
-            return accept(config, channel, message, "socket", bot_id=bot)
+            return accept(config, channel, message, "socket", later=jobs.put)  # the channel caches its own id
         except Exception as exc:  # one bad message never ends the listener
             events.emit("channel.handler_failed", level="error", channel=channel.name, error=f"{exc}"[:500])
             return "error"
 
-    channel.listen(sink, should_stop)
+    channel.listen(sink, should_stop, connected.set)
 
 
 # --------------------------------------------------------------------------------------------- the ticket
@@ -498,18 +562,39 @@ _TOKEN = re.compile(r"\b(xox[abpr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|gh[pousr]_[A
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
 
 
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|PRIVATE|CREDENTIAL", re.IGNORECASE)
+_USER_PATH = re.compile(r"(/(?:home|Users)/)[^/\s]+")
+
+
 def scrub(text: str) -> str:
-    """Text safe to quote on a ticket: pasted markers and envelopes stripped, broadcasts neutralised, token-shaped
-    strings and e-mail addresses replaced, the home directory shortened."""
+    """Text safe to quote on a ticket: pasted markers and envelopes stripped, broadcasts neutralised, the values of
+    secret-named environment variables, token-shaped strings and e-mail addresses replaced, the home directory,
+    other users' home paths and this host's name hidden."""
     import os
+    import socket
 
     text = _HTML_COMMENT.sub("", text)
     text = _BROADCAST.sub(lambda m: f"@{m.group(1)}", text)
+    for variable, value in os.environ.items():
+        if _SECRET_NAME.search(variable) and len(value) >= 8:
+            text = text.replace(value, "[redacted]")
     text = _TOKEN.sub("[redacted]", text)
     text = _EMAIL.sub("[email]", text)
     home = os.path.expanduser("~")
     if len(home) > 1:
         text = text.replace(home, "~")
+    text = _USER_PATH.sub(r"\1[user]", text)
+    host = socket.gethostname()
+    if len(host) >= 4:
+        text = re.sub(rf"\b{re.escape(host)}\b", "[host]", text)
+    return text
+
+
+def defang(text: str, configured: Mapping[str, str]) -> str:
+    """Control keywords in quoted text shown as code, so a quote never reads as a command."""
+    for keyword in control.keywords(configured).values():
+        pattern = re.escape(keyword).replace(r"\ ", r"[ \t]+")
+        text = re.sub(rf"(?<!`)\b({pattern})\b(?!`)", r"`\1`", text, flags=re.IGNORECASE)
     return text
 
 
@@ -521,11 +606,13 @@ def envelope(kind: str, source: str, actor: str) -> str:
     return ENVELOPE + json.dumps(data, sort_keys=True).replace(">", "\\u003e") + " -->"
 
 
-def mirror_text(name: str, message_text: str, author: str) -> str:
-    quoted = "\n".join(f"> {line}" for line in scrub(message_text).splitlines() or [""])
-    return f"Reply from {name}:{author} in the work item's {name} thread:\n\n{quoted}\n\n" + envelope(
-        REPLY_KIND, name, author
-    )
+def mirror_text(config: LoadedConfig, name: str, message_text: str, author: str) -> str:
+    """The ticket record of a reply: who wrote it (label and ``<channel>:<member id>``), the words quoted after
+    scrubbing, keywords defanged, then the envelope (the caller adds the self-authored marker)."""
+    text = defang(scrub(message_text), config.core.routing.control.keywords)
+    quoted = "\n".join(f"> {line}" for line in text.splitlines() or [""])
+    who = f"{label(config, name, author)} ({name}:{author})"
+    return f"Reply from {who} in the work item's {name} thread:\n\n{quoted}\n\n" + envelope(REPLY_KIND, name, author)
 
 
 def _ticket(config: LoadedConfig, ref: WorkItemRef) -> Any:
@@ -535,12 +622,13 @@ def _ticket(config: LoadedConfig, ref: WorkItemRef) -> Any:
     return cls(config) if cls is not None else None
 
 
-def _relay_command(config: LoadedConfig, channel: Channel, message: InboundMessage, ref: str) -> None:
+def _relay_command(config: LoadedConfig, channel: Channel, message: InboundMessage, ref: str, text: str) -> None:
     """A granted control keyword goes onto the ticket unmarked, words first (issue-498), so the ticket ingress acts
     on it; nothing is delivered into the session from here."""
     item = parse_ref(ref)
     provider = _ticket(config, item)
-    body = f"{message.text.strip()}\n\n(relayed from {channel.name}:{message.author_id})\n\n" + envelope(
+    who = f"{label(config, channel.name, message.author_id)} ({channel.name}:{message.author_id})"
+    body = f"{_HTML_COMMENT.sub('', text).strip()}\n\n(relayed from {who})\n\n" + envelope(
         COMMAND_KIND, channel.name, message.author_id
     )
     try:
@@ -588,7 +676,7 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     try:
         if provider is None:
             raise ChannelError(f"no ticket provider for {target.provider}:")
-        provider.post_comment(target, provider.mark(mirror_text(name, event.body or "", author)))
+        provider.post_comment(target, provider.mark(mirror_text(config, name, event.body or "", author)))
         events.emit("channel.mirrored", channel=name, work_item=str(target), kind=REPLY_KIND, message=ts)
     except Exception as exc:  # the ticket record failed: logged, the reply is still delivered
         events.emit("channel.mirror_failed", level="warning", channel=name, work_item=str(target), error=str(exc))
@@ -634,16 +722,32 @@ def start_background(config: LoadedConfig, should_stop: Callable[[], bool]) -> l
     return threads
 
 
-def _every(interval: float, should_stop: Callable[[], bool], work: Callable[[], Any], name: str) -> threading.Thread:
+def _every(
+    interval: float,
+    should_stop: Callable[[], bool],
+    work: Callable[[], Any],
+    name: str,
+    *,
+    wake: threading.Event | None = None,
+    first: bool = True,
+) -> threading.Thread:
+    """A daemon thread running ``work`` every ``interval`` seconds (on a monotonic deadline), at once unless
+    ``first`` is false, and whenever ``wake`` is set."""
+
     def loop() -> None:
+        deadline = time.monotonic() if first else time.monotonic() + interval
         while not should_stop():
-            try:
-                work()
-            except Exception as exc:  # one raising cycle is logged; the thread lives
-                events.emit("channel.cycle_failed", level="error", thread=name, error=f"{type(exc).__name__}: {exc}")
-            deadline = time.monotonic() + interval
-            while not should_stop() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            if (wake is not None and wake.is_set()) or time.monotonic() >= deadline:
+                if wake is not None:
+                    wake.clear()
+                try:
+                    work()
+                except Exception as exc:  # one raising cycle is logged; the thread lives
+                    events.emit(
+                        "channel.cycle_failed", level="error", thread=name, error=f"{type(exc).__name__}: {exc}"
+                    )
+                deadline = time.monotonic() + interval
+            time.sleep(0.2)
 
     thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()

@@ -31,7 +31,7 @@ def fake_slack() -> Iterator[Server]:
 @pytest.fixture
 def loop(
     tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, fake_slack: Server, monkeypatch: pytest.MonkeyPatch
-) -> Loop:
+) -> Iterator[Loop]:
     import the_loop_slack.plugin
 
     plugin_host.register(fake_plugin, "fake")
@@ -48,4 +48,10 @@ def loop(
         "read": {"mode": "poll"},
     }
     config = write_config(tmp_path, tmux_runner, fake_slack, settings)
-    return Loop(tmp_path, config, tmux_runner, fake_slack.fake, fake_slack, logs, tmp_path / "tickets.json", settings)
+    world = Loop(tmp_path, config, tmux_runner, fake_slack.fake, fake_slack, logs, tmp_path / "tickets.json", settings)
+    yield world
+    # D25 after every scenario: no byte of either token under the state root (event log included) or the tickets.
+    for path in [*Path(world.config.state.root).rglob("*"), world.tickets]:
+        if path.is_file():
+            data = path.read_bytes()
+            assert BOT_TOKEN.encode() not in data and APP_TOKEN.encode() not in data, path

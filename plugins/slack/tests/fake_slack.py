@@ -46,8 +46,10 @@ class FakeSlack:
     calls: list[Call] = field(default_factory=list)
     faults: dict[str, Fault] = field(default_factory=dict)
     page_size: int = 100
+    no_ts: int = 0  # the next N chat.postMessage answers are ok but carry no ts
+    delays: dict[str, float] = field(default_factory=dict)  # method -> seconds to wait before answering
     socket_url: str = ""
-    scopes: str = "chat:write,channels:history,groups:history,im:history,mpim:history,reactions:write"
+    scopes: str = "chat:write,channels:history,groups:history,im:history,mpim:history,reactions:write,app_mentions:read"
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ts: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -89,6 +91,7 @@ class FakeSlack:
     # ------------------------------------------------------------------------------------------------ api
 
     def handle(self, method: str, token: str, params: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+        time.sleep(self.delays.get(method, 0.0))
         with self.lock:
             self.calls.append(Call(method, token, params))
             fault = self.faults.get(method)
@@ -115,12 +118,18 @@ class FakeSlack:
         channel = str(params.get("channel") or "")
         if "thread_ts" in params and not params["thread_ts"]:
             return 200, {}, {"ok": False, "error": "invalid_thread_ts"}
+        if self.no_ts > 0:
+            self.no_ts -= 1
+            return 200, {}, {"ok": True, "channel": channel}
         ts = self.next_ts()
         message = {"type": "message", "ts": ts, "text": params.get("text", ""), "user": BOT_USER, "bot_id": "BBOT0001"}
         if params.get("thread_ts"):
             message["thread_ts"] = params["thread_ts"]
         self.channels.setdefault(channel, []).append(message)
         return 200, {}, {"ok": True, "channel": channel, "ts": ts, "message": message}
+
+    def api_chat_postEphemeral(self, params: dict[str, Any], token: str) -> Any:
+        return 200, {}, {"ok": True, "message_ts": self.next_ts()}
 
     def api_chat_getPermalink(self, params: dict[str, Any], token: str) -> Any:
         link = f"https://fake.slack.example/archives/{params.get('channel')}/p{params.get('message_ts')}"
@@ -267,6 +276,10 @@ class SocketServer:
                     self.acks.append(data["envelope_id"])
         except Exception:
             return
+
+    def send_raw(self, message: dict[str, Any]) -> None:
+        """A frame that is not an envelope (``disconnect``, say)."""
+        self.outbox.put(message)
 
     def send_event(self, event: dict[str, Any], *, envelope_id: str = "", kind: str = "events_api") -> str:
         envelope_id = envelope_id or f"env-{next(self._ids)}"

@@ -170,3 +170,67 @@ def test_d23_a_second_listener_exits_1_naming_the_holder_and_opens_no_socket(soc
     assert first.returncode == 0, err
     for token in (BOT_TOKEN, APP_TOKEN):
         assert token not in out and token not in err
+
+
+def test_issue_334_a_reconnect_reads_what_was_written_meanwhile(socket_loop: Loop) -> None:
+    harness = socket_loop.spawn()
+    bound = socket_loop.binding()
+    assert bound is not None
+    listener = Listening(socket_loop)
+    try:
+        wait_for(lambda: len(socket_loop.events("channel.caught_up")) == 1)
+        socket = socket_loop.server.socket
+        assert socket is not None
+        opened = len(socket_loop.slack.posts("apps.connections.open"))
+        socket_loop.slack.add_message(bound["channel"], user=DANA, text="sent in the gap", thread_ts=bound["thread"])
+        socket.send_raw({"type": "disconnect", "reason": "refresh_requested"})  # no envelope for the gap's reply
+        wait_for(lambda: len(socket_loop.events("channel.caught_up")) == 2, timeout=20)
+        assert len(socket_loop.slack.posts("apps.connections.open")) == opened + 1  # a fresh connection
+        assert socket_loop.events("channel.caught_up")[1]["accepted"] == 1
+    finally:
+        listener.close()
+    socket_loop.route()
+    assert "sent in the gap" in harness.wait_for_submitted(2)[-1]
+
+
+def test_issue_362_the_listener_logs_the_scopes_it_lacks_at_connect(socket_loop: Loop) -> None:
+    socket_loop.reload(channel="D0DIRECT")
+    socket_loop.slack.scopes = "chat:write,channels:history,reactions:write"
+    listener = Listening(socket_loop)
+    try:
+        wait_for(lambda: socket_loop.events("channel.scope_missing"))
+    finally:
+        listener.close()
+    [missing] = socket_loop.events("channel.scope_missing")
+    assert missing["scopes"] == ["im:history", "app_mentions:read"] and missing["level"] == "warning"
+
+
+def test_channels_status_probe_names_a_missing_scope_and_exits_1(socket_loop: Loop) -> None:
+    socket_loop.slack.scopes = "chat:write,reactions:write,app_mentions:read"
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin"}
+    command = [sys.executable, "-m", "the_loop", "--config", str(socket_loop.config.ref.path), "channels", "status"]
+    shown = subprocess.run([*command, "--probe"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 1 and "missing scope channels:history" in shown.stdout
+
+
+def test_an_envelope_is_acked_right_after_its_claim_not_after_the_slow_calls_that_follow(
+    socket_loop: Loop,
+) -> None:
+    harness = socket_loop.spawn()
+    bound = socket_loop.binding()
+    assert bound is not None
+    socket_loop.slack.delays["reactions.add"] = 4.0  # Slack wants the ack within 3 s
+    listener = Listening(socket_loop)
+    try:
+        wait_for(lambda: socket_loop.events("channel.caught_up"))
+        socket = socket_loop.server.socket
+        assert socket is not None
+        ts = socket_loop.slack.add_message(bound["channel"], user=DANA, text="quick ack", thread_ts=bound["thread"])
+        envelope = socket.send_event(message(bound["channel"], ts, "quick ack", thread=bound["thread"]))
+        assert socket.wait_acked(envelope, timeout=2.0)
+        assert socket_loop.events("channel.reply_received")  # claimed before the ack
+        wait_for(lambda: socket_loop.slack.posts("reactions.add"), timeout=10)
+    finally:
+        listener.close()
+    socket_loop.route()
+    assert "quick ack" in harness.wait_for_submitted(2)[-1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,11 +31,20 @@ HEADER_LIMIT = 150
 TIMEOUT = 10  # seconds per Web API call: a slow Slack must not hold a publisher for long
 TITLES = {
     "session.awaiting_input": "Question from the agent",
+    "decision-pending": "Decision needed",
+    "phase-approval-pending": "Approval needed",
+    "pr-review-pending": "Pull request ready for review",
+    "security-sign-off-pending": "Security sign-off needed",
+    "conflict-escalated": "Escalated",
+    "work-item-complete": "Done",
     "comment.agent": "The agent commented",
     "comment.human": "New comment",
     "work-item.closed": "Closed",
 }
 _names: dict[tuple[str, str], str] = {}  # (api base, channel name) -> id, resolved once per process
+_missed: dict[tuple[str, str], tuple[float, bool]] = {}  # a name not found: (when, listing cut short)
+NAME_RETRY = 3600.0
+NAME_PAGES = 20
 
 
 class Redacting(logging.Filter):
@@ -104,7 +114,7 @@ class SlackChannel(Channel):
 
     def read_mode(self) -> Literal["poll", "socket", "off"]:
         mode = self.settings.read.mode
-        return mode if mode in ("poll", "socket") else "off"  # gateway is later: never a local reader
+        return mode if mode in ("poll", "socket") else "off"  # unknown or gateway (later): never a local reader
 
     def read_interval(self) -> float:
         return float(self.settings.read.interval_seconds)
@@ -128,7 +138,10 @@ class SlackChannel(Channel):
 
         base = self.settings.api_base_url
         return WebClient(
-            token=token or self.token(), base_url=base if base.endswith("/") else base + "/", timeout=TIMEOUT
+            token=token or self.token(),
+            base_url=base if base.endswith("/") else base + "/",
+            timeout=TIMEOUT,
+            logger=guarded_logger("the_loop_slack.web"),
         )
 
     def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
@@ -156,7 +169,8 @@ class SlackChannel(Channel):
             raise ChannelError(f"slack unreachable: {type(exc).__name__}") from None
 
     def home(self) -> str:
-        """The channel id roots go to: ``channels.slack.channel`` as an id, or a name resolved once."""
+        """The channel id roots go to: ``channels.slack.channel`` as an id, or a name resolved once per process (a
+        name not found is looked up again at most hourly; meanwhile every post is a refusal, never a fallback)."""
         raw = self.settings.channel.strip()
         if not raw:
             raise ChannelError("no Slack channel: set channels.slack.channel (see the-loop add-channel for rooms)")
@@ -164,20 +178,36 @@ class SlackChannel(Channel):
             return raw
         name = raw.lstrip("#")
         key = (self.settings.api_base_url, name)
+        missed = _missed.get(key)
+        if key not in _names and (missed is None or time.monotonic() - missed[0] >= NAME_RETRY):
+            truncated = self._look_up(key)
+            if key not in _names:
+                _missed[key] = (time.monotonic(), truncated)
         if key not in _names:
-            client = self.client()
-            cursor = ""
-            for _page in range(20):
-                page = self._call(client.conversations_list, limit=1000, cursor=cursor or None, exclude_archived=True)
-                for found in page.get("channels") or []:
-                    if found.get("name") == name:
-                        _names[key] = str(found["id"])
-                cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
-                if key in _names or not cursor:
-                    break
-        if key not in _names:
-            raise ChannelError(f"channels.slack.channel {raw!r} names no channel the bot can see")
+            cut = " (the workspace listing was cut short: give the channel id)" if _missed[key][1] else ""
+            raise ChannelError(f"channels.slack.channel {raw!r} names no channel the bot can see{cut}")
         return _names[key]
+
+    def _look_up(self, key: tuple[str, str]) -> bool:
+        """Page ``conversations.list`` (public and private, ≤20 pages) for the name; whether it was cut short."""
+        client = self.client()
+        cursor = ""
+        for _page in range(NAME_PAGES):
+            page = self._call(
+                client.conversations_list,
+                limit=1000,
+                cursor=cursor or None,
+                exclude_archived=True,
+                types="public_channel,private_channel",
+            )
+            for found in page.get("channels") or []:
+                if found.get("name") == key[1]:
+                    _names[key] = str(found["id"])
+                    return False
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
+            if not cursor:
+                return False
+        return True
 
     # --------------------------------------------------------------------------------------------- posting
 
@@ -285,10 +315,47 @@ class SlackChannel(Channel):
             return
         self._call(self.client().reactions_add, channel=message.channel_id, name=name, timestamp=message.message_id)
 
-    def listen(self, sink: Callable[[InboundMessage], str], should_stop: Callable[[], bool]) -> None:
+    def tell(self, message: InboundMessage, text: str) -> None:
+        """An ephemeral answer only the writer sees, in the message's thread."""
+        extra = {"thread_ts": message.thread_id} if message.thread_id != message.message_id else {}
+        self._call(
+            self.client().chat_postEphemeral, channel=message.channel_id, user=message.author_id, text=text, **extra
+        )
+
+    def listen(
+        self,
+        sink: Callable[[InboundMessage], str],
+        should_stop: Callable[[], bool],
+        connected: Callable[[], None] = lambda: None,
+    ) -> None:
         from the_loop_slack.listener import run_socket_mode
 
-        run_socket_mode(self, sink, should_stop)
+        run_socket_mode(self, sink, should_stop, connected)
+
+    def missing_scopes(self) -> list[str]:
+        """The bot scopes this configuration needs that ``auth.test`` says the token lacks (issue-362: a DM that
+        posts fine but is never read). Empty when the token reports no scopes (nothing to compare)."""
+        client = self.client()
+        auth = self._call(client.auth_test)
+        headers = {str(k).lower(): v for k, v in (getattr(auth, "headers", None) or {}).items()}
+        granted = {scope.strip() for scope in str(headers.get("x-oauth-scopes", "")).split(",") if scope.strip()}
+        if not granted:
+            return []
+        home = self.home()
+        info = self._call(client.conversations_info, channel=home).get("channel") or {}
+        kind = "channels"
+        if info.get("is_im") or home.startswith("D"):
+            kind = "im"
+        elif info.get("is_mpim"):
+            kind = "mpim"
+        elif info.get("is_private") or home.startswith("G"):
+            kind = "groups"
+        needed = ["chat:write", f"{kind}:history"]
+        if self.settings.reactions.enabled:
+            needed.append("reactions:write")
+        if self.read_mode() == "socket":
+            needed.append("app_mentions:read")
+        return [scope for scope in needed if scope not in granted]
 
 
 def _numeric(value: str) -> bool:

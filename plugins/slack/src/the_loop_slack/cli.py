@@ -56,15 +56,10 @@ def status(ctx: click.Context, probe: bool, output_format: str) -> None:
             client = channel.client()
             auth = channel._call(client.auth_test)
             findings["botUser"] = auth.get("user_id")
-            scopes = str((auth.headers or {}).get("x-oauth-scopes", "") if hasattr(auth, "headers") else "")
-            findings["scopes"] = [s.strip() for s in scopes.split(",") if s.strip()]
             home = channel.home()
             info = channel._call(client.conversations_info, channel=home)
             findings["channelId"] = (info.get("channel") or {}).get("id", home)
-            kind = {"C": "channels", "G": "groups", "D": "im"}.get(home[:1], "channels")
-            for scope in ("chat:write", f"{kind}:history", "reactions:write"):
-                if findings["scopes"] and scope not in findings["scopes"]:
-                    problems.append(f"missing scope {scope}")
+            problems.extend(f"missing scope {scope}" for scope in channel.missing_scopes())
         except ChannelError as exc:
             problems.append(str(exc))
         report["probe"] = {**findings, "problems": problems}

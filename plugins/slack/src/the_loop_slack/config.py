@@ -1,18 +1,62 @@
-"""The ``channels.slack`` config section."""
+"""The ``channels.slack`` config section.
+
+Values that would read out of range are brought back, failing closed (D §2.1): an unknown ``read.mode`` reads as
+``off`` (never as a reading mode), a ``publish`` grant outside the catalog is dropped (a typo never widens a grant),
+a ``subscribe`` name outside the catalog is kept (a custom event), each with a warning.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from the_loop.config_models import Section
 
+log = logging.getLogger("the_loop_slack.config")
+
+READ_MODES = ("poll", "socket", "gateway", "off")
+SUBSCRIBABLE = (
+    "session.awaiting_input",
+    "decision-pending",
+    "phase-approval-pending",
+    "pr-review-pending",
+    "security-sign-off-pending",
+    "conflict-escalated",
+    "work-item-complete",
+    "phase.started",
+    "phase.completed",
+    "phase.progress",
+    "work-item.closed",
+    "comment.agent",
+    "comment.human",
+    "standing.started",
+)
+PUBLISHABLE = (
+    "work-item.reply",
+    "gate.feedback",
+    "control.command",
+    "work-item.create",
+    "context.added",
+    "decision.recorded",
+    "instance.command",
+    "standing.command",
+)
+
 
 class SlackRead(Section):
-    mode: Literal["poll", "socket", "gateway", "off"] = "poll"
+    mode: str = "poll"
     interval_seconds: int = Field(30, ge=1)
-    catch_up_seconds: int = Field(900, ge=0)
+    catch_up_seconds: int = 900  # <= 0: at connect only; 1-59 reads as 60
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        if value not in READ_MODES:
+            log.warning("channels.slack.read.mode: %r is not one of %s; reading is off", value, ", ".join(READ_MODES))
+            return "off"
+        return value
 
 
 class SlackReactions(Section):
@@ -31,7 +75,26 @@ class SlackSettings(Section):
     subscribe: list[str] = Field(default_factory=lambda: ["session.awaiting_input"])
     publish: list[str] = Field(default_factory=lambda: ["work-item.reply"])
     verbosity: str = "normal"
-    max_chars: int = Field(1500, ge=100)
+    max_chars: int = 1500  # below 200 reads as 1500; capped at 2900
     long_messages: Literal["digest", "truncate"] = "digest"
     read: SlackRead = SlackRead()
     reactions: SlackReactions = SlackReactions()
+
+    @field_validator("subscribe")
+    @classmethod
+    def _custom_events_kept(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in SUBSCRIBABLE:
+                log.warning("channels.slack.subscribe: %r is not a known event type; kept as a custom one", name)
+        return list(dict.fromkeys(value))
+
+    @field_validator("publish")
+    @classmethod
+    def _grants_only(cls, value: list[str]) -> list[str]:
+        kept = []
+        for name in value:
+            if name not in PUBLISHABLE:
+                log.warning("channels.slack.publish: %r is not a grant (%s); dropped", name, ", ".join(PUBLISHABLE))
+            elif name not in kept:
+                kept.append(name)
+        return kept

@@ -8,6 +8,8 @@ only a claim that stored nothing leaves the envelope unacknowledged, for Slack t
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -56,8 +58,39 @@ def handler(sink: Callable[[InboundMessage], str]) -> Callable[[Any, SocketModeR
     return on_request
 
 
+def probe_scopes(channel: SlackChannel) -> None:
+    """At connect: log the scopes the token lacks for what is configured (``channel.scope_missing``)."""
+    from the_loop.interfaces import ChannelError
+
+    try:
+        missing = channel.missing_scopes()
+    except ChannelError as exc:
+        events.emit("channel.scope_probe_failed", level="warning", channel="slack", error=str(exc))
+        return
+    if missing:
+        events.emit("channel.scope_missing", level="warning", channel="slack", scopes=missing)
+
+
+def on_hello(connected: Callable[[], None], channel: SlackChannel) -> Callable[[str], None]:
+    """Each ``hello`` (a first connect or a reconnect): core's catch-up read, and the scope probe beside it."""
+
+    def listener(raw: str) -> None:
+        try:
+            kind = json.loads(raw).get("type")
+        except (ValueError, AttributeError):
+            return
+        if kind == "hello":
+            connected()
+            threading.Thread(target=probe_scopes, args=(channel,), name="the-loop-slack-scopes", daemon=True).start()
+
+    return listener
+
+
 def run_socket_mode(
-    channel: SlackChannel, sink: Callable[[InboundMessage], str], should_stop: Callable[[], bool]
+    channel: SlackChannel,
+    sink: Callable[[InboundMessage], str],
+    should_stop: Callable[[], bool],
+    connected: Callable[[], None] = lambda: None,
 ) -> None:
     from slack_sdk.socket_mode.builtin import SocketModeClient
 
@@ -70,6 +103,7 @@ def run_socket_mode(
         concurrency=1,  # envelopes in arrival order
     )
     client.socket_mode_request_listeners.append(handler(sink))
+    client.on_message_listeners.append(on_hello(connected, channel))
     client.connect()
     try:
         while not should_stop():

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 from the_loop import hookimpl
-from the_loop.interfaces import CommandSpec, ConfigSection, ServiceSpec
+from the_loop.interfaces import CommandSpec, ConfigSection, EventType, ServiceSpec
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -25,6 +25,14 @@ def loop_register_channels() -> list[type[Channel]]:
     from the_loop_slack.channel import SlackChannel
 
     return [SlackChannel]
+
+
+@hookimpl
+def loop_event_types() -> list[EventType]:
+    return [
+        EventType("channel.scope_missing", "the Slack token lacks scopes the configuration needs (scopes), at connect"),
+        EventType("channel.scope_probe_failed", "the listener could not check the Slack token's scopes at connect"),
+    ]
 
 
 @hookimpl
