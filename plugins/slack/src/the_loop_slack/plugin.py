@@ -73,7 +73,7 @@ def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
         ServiceSpec(
             name="slack-listener",
             enabled=enabled,
-            enabled_by="channels.slack.read.mode: socket",
+            enabled_by="channels.slack.enabled and read.mode: socket",
             pidfile=pidfile,
             logfile=config.state.logfile("slack-listener"),
             run="the_loop_slack.listener:run_service",
