@@ -599,9 +599,9 @@ def test_a_forgotten_key_may_be_taken_again_also_by_a_later_process_and_after_co
     assert inbox.put(close, {"work_item": "github:octo/repo#15"})
     inbox.settle(*inbox.pending())
     assert not inbox.put(close, {"work_item": "github:octo/repo#15"})  # settled: refused
-    inbox.forget(close, "never-settled")  # an unknown key costs nothing
+    inbox.forget(close, "never-settled")  # an unknown key's tombstone forgets nothing
     lines = (layout.inbox_dir / "completed.jsonl").read_text().splitlines()
-    assert [json.loads(line).get("forgotten") for line in lines] == [None, True]
+    assert [json.loads(line).get("forgotten") for line in lines] == [None, True, True]
     assert Inbox(layout).delivery_status(close) == "unknown"  # a fresh reader replays the tombstone
     assert inbox.put(close, {"work_item": "github:octo/repo#15"})
     inbox.settle(*inbox.pending())
@@ -610,3 +610,21 @@ def test_a_forgotten_key_may_be_taken_again_also_by_a_later_process_and_after_co
         assert inbox.put(f"k{n}", {"work_item": f"fake:octo/repo#{n}"})
         inbox.settle(*inbox.pending())
     assert all("forgotten" not in line for line in (layout.inbox_dir / "completed.jsonl").read_text().splitlines())
+
+
+def test_a_key_forgotten_while_its_lane_runs_is_not_remembered_by_the_lanes_settle(layout: StateLayout) -> None:
+    """A close and the reopen after it, handled in one pass of one lane: the reopen forgets the close key (from
+    another Inbox instance, as the close path does) before the lane settles both — the close must stay forgotten."""
+    close = "github:close:github:octo/repo#15:closed"
+    inbox = Inbox(layout)
+    assert inbox.put(close, {"work_item": "github:octo/repo#15", "kind": "closed"})
+    assert inbox.put("reopen-delivery", {"work_item": "github:octo/repo#15", "kind": "reopened"})
+
+    def handle(entry: InboxEntry) -> Outcome:
+        if entry.data["kind"] == "reopened":
+            Inbox(layout).forget(close)
+        return outcome("delivered")
+
+    assert InboxWorker(inbox, handle).run_once() == 2
+    assert inbox.put(close, {"work_item": "github:octo/repo#15", "kind": "closed"})  # the second close is new input
+    assert not inbox.put("reopen-delivery", {})  # the reopen itself stays remembered

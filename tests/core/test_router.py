@@ -286,6 +286,19 @@ def test_a16_an_unattributed_or_unauthorized_close_closes_but_defers_cleanup(
     assert portable["ended"]["state"] == "merged" and "control" not in portable  # disarmed
 
 
+def test_a_second_close_of_an_ended_item_runs_nothing_again(world: World) -> None:
+    """Two ingresses (or a redelivery) can each report the same close under different keys: the close path runs
+    once — one autoclose, one ended stamp, one cleanup decision, one lifecycle round."""
+    started(world)
+    world.handle(None, actor="mallory", kind="closed", closed="issue-closed")
+    first = _portable(world)["ended"]
+    world.handle(None, actor="octocat", kind="closed", closed="issue-closed")  # later, and by someone authorized
+    assert _portable(world)["ended"] == first  # the first close stands; no cleanup on the second
+    assert len(world.log("session.autoclosed")) == 1 and len(world.log("cleanup.deferred")) == 1
+    assert not world.log("session.cleaned")
+    assert world.log("work_item.already_ended")[0]["work_item"] == REF
+
+
 def test_a_reopened_item_clears_its_ended_stamp_and_routes_normally(world: World) -> None:
     started(world)
     world.handle(None, actor="mallory", kind="closed", closed="issue-closed")

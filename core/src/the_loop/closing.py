@@ -559,6 +559,9 @@ def work_item_ended(
     report.tracked = record is not None or any(key not in ("ref", "url") for key in portable)
     if not report.tracked:
         return report
+    if "ended" in portable:  # already ended (the other ingress, or a redelivery): hooks, publish, cleanup ran once
+        events.emit("work_item.already_ended", level="debug", work_item=str(item), reason=reason, source=source)
+        return report
     state, kind = _ended_as(reason, item)
     completed = lifecycle.run(
         lifecycle.WorkItemComplete(

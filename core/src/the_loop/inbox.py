@@ -85,9 +85,10 @@ class InboxEntry:
     attempts: int
     next_attempt_at: float
     record: dict[str, Any] = field(repr=False)
-    outcome: str = (
-        ""  # set once handled: what the handler did (``delivered``, or a drop reason such as ``session-paused``)
-    )
+    # Set once handled: what was done (``delivered``, or a drop reason such as ``session-paused``), and the
+    # inbox's forget_mark() then — a key forgotten after that is not remembered by the settle.
+    outcome: str = ""
+    forget_mark: int = 1 << 62
 
     @property
     def digest(self) -> str:
@@ -158,6 +159,10 @@ class Inbox:
         self._completed_lines = 0
         self._completed_tail: deque[tuple[str, bytes]] = deque(maxlen=completed_limit)
         self._completed_set: frozenset[str] = frozenset()
+        # Tombstones read so far (never reset: compaction drops them, so none is counted twice), and the count at
+        # which each digest was last forgotten — so a settle can tell "forgotten after it was handled".
+        self._forget_serial = 0
+        self._forgotten_at: dict[str, int] = {}
 
     @classmethod
     def for_config(cls, config: LoadedConfig) -> Inbox:
@@ -333,6 +338,8 @@ class Inbox:
                     record = json.loads(line)
                     digest = str(record["digest"])
                     if record.get("forgotten"):  # see forget(): the key may be taken again
+                        self._forget_serial += 1
+                        self._forgotten_at[digest] = self._forget_serial
                         kept = [item for item in self._completed_tail if item[0] != digest]
                         self._completed_tail.clear()
                         self._completed_tail.extend(kept)
@@ -361,14 +368,9 @@ class Inbox:
     def forget(self, *keys: str) -> None:
         """Let ``keys`` be taken again: a settled key normally refuses its object for good, but some objects
         legitimately recur (an item closed, reopened, then closed again has the same close key). Appends one
-        tombstone per key to completed.jsonl; a key that is not remembered costs nothing."""
-        remembered = self._completed()
-        digests = [(key, key_digest(key)) for key in keys]
-        lines = b"".join(
-            _dumps({"digest": digest, "key": key, "forgotten": True}) + b"\n"
-            for key, digest in digests
-            if digest in remembered
-        )
+        tombstone per key to completed.jsonl — also for a key handled but not yet settled (a worker settles a lane
+        at its end), which :meth:`settle` then leaves unremembered."""
+        lines = b"".join(_dumps({"digest": key_digest(key), "key": key, "forgotten": True}) + b"\n" for key in keys)
         if not lines:
             return
         with locked(self._lock_path):
@@ -379,6 +381,11 @@ class Inbox:
             finally:
                 os.close(fd)
         self._completed()
+
+    def forget_mark(self) -> int:
+        """How many tombstones this inbox has read: taken when an entry was handled, a later settle compares it."""
+        self._completed()
+        return self._forget_serial
 
     def _remember(self, entries: tuple[InboxEntry, ...]) -> None:
         """Append the entries' keys to completed.jsonl with one fsync; compact it to the newest keys when long."""
@@ -440,7 +447,10 @@ class Inbox:
         if not entries:
             return
         with locked(self._lock_path):
-            self._remember(entries)
+            self._completed()  # tombstones written while these were handled
+            kept = tuple(e for e in entries if self._forgotten_at.get(e.digest, -1) <= e.forget_mark)
+            if kept:
+                self._remember(kept)
             for entry in entries:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.dir / entry.name)
@@ -595,7 +605,7 @@ class InboxWorker:
                         handled += 1
                         verdict, outcome = self._handle(entry)
                         if verdict == "settle":
-                            done.append(replace(entry, outcome=outcome))
+                            done.append(replace(entry, outcome=outcome, forget_mark=self.inbox.forget_mark()))
                         elif verdict == "hold":
                             break  # this event of the work item is backing off: its later ones wait behind it
                 finally:
