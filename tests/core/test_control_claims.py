@@ -61,3 +61,16 @@ def test_two_processes_claim_one_key_once(tmp_path: Path) -> None:
     for worker in workers:
         worker.join(timeout=30)
     assert sorted(queue.get(timeout=5) for _ in workers) == [False] * 5 + [True]
+
+
+def test_the_entry_that_claimed_may_claim_again_after_a_crash_but_another_delivery_may_not(tmp_path: Path) -> None:
+    """A process killed mid-command leaves the claim behind; the same inbox entry's retry after the restart must
+    still run the command (a repeat beats a lost one), while the other ingress's delivery of the key stays a repeat."""
+    layout = StateLayout(tmp_path)
+    key = "jira-comment-jira.test-10012"
+    assert control_claims.claim(layout, key, "0001-poll-entry.json")
+    assert control_claims.claim(layout, key, "0001-poll-entry.json")  # the retry of the interrupted entry
+    assert not control_claims.claim(layout, key, "0002-webhook-entry.json")
+    assert not control_claims.claim(layout, key)  # no holder named: never the same delivery
+    data = json.loads((tmp_path / "local" / "control-deliveries.json").read_text())
+    assert data == {"deliveries": [key], "holders": {key: "0001-poll-entry.json"}}

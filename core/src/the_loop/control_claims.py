@@ -8,7 +8,9 @@ share: a key already present was executed before and is not executed again. The 
 is not mistaken for a repeat.
 
 Failures lean towards executing: an unreadable file reads as empty and a failed write still grants the claim (a
-repeated command beats a lost one). Other deliveries never touch the file.
+repeated command beats a lost one). A claim remembers the inbox entry that took it (``holders``), so when the process
+dies in the middle of the command, that same entry's retry after the restart may take it again: only a *different*
+delivery of the key is a repeat. Other deliveries never touch the file.
 """
 
 from __future__ import annotations
@@ -32,41 +34,51 @@ def _path(layout: StateLayout) -> Path:
     return layout.local_dir / FILE
 
 
-def _read(path: Path) -> list[str]:
+def _read(path: Path) -> tuple[list[str], dict[str, str]]:
+    """(claimed keys oldest first, key → the inbox entry that claimed it)."""
     try:
         data = read_json(path)
     except (StateError, OSError):
-        return []
-    values = (data or {}).get("deliveries") if isinstance(data, dict) else None
-    return [str(v) for v in values if isinstance(v, str)] if isinstance(values, list) else []
+        return [], {}
+    data = data if isinstance(data, dict) else {}
+    values = data.get("deliveries")
+    keys = [str(v) for v in values if isinstance(v, str)] if isinstance(values, list) else []
+    holders = data.get("holders")
+    held = {str(k): str(v) for k, v in holders.items() if isinstance(v, str)} if isinstance(holders, dict) else {}
+    return keys, held
 
 
 def _failed(path: Path, exc: Exception) -> None:
     events.emit("control.claim_failed", level="warning", file=str(path), error=str(exc))
 
 
-def _write(path: Path, keys: list[str]) -> None:
+def _write(path: Path, keys: list[str], holders: dict[str, str]) -> None:
+    kept = keys[-KEEP:]
+    held = {k: holders[k] for k in kept if holders.get(k)}
     try:
-        atomic_write_json(path, {"deliveries": keys[-KEEP:]})
+        atomic_write_json(path, {"deliveries": kept, **({"holders": held} if held else {})})
     except (StateError, OSError) as exc:
         _failed(path, exc)
 
 
 def claimed(layout: StateLayout) -> list[str]:
     """The keys claimed so far, oldest first."""
-    return _read(_path(layout))
+    return _read(_path(layout))[0]
 
 
-def claim(layout: StateLayout, key: str) -> bool:
-    """Claim ``key``; False when it was claimed before (the command already ran on this machine)."""
+def claim(layout: StateLayout, key: str, holder: str = "") -> bool:
+    """Claim ``key`` for the inbox entry ``holder``; False when another delivery claimed it before (the command
+    already ran, or runs, on this machine). The same holder may claim again: its earlier try never finished."""
     path = _path(layout)
     try:
         with locked(Path(f"{path}.lock")):  # shared by the receiver and the poller (mode 0600)
-            keys = _read(path)
+            keys, holders = _read(path)
             if key in keys:
-                return False
+                return bool(holder) and holders.get(key) == holder
             keys.append(key)
-            _write(path, keys)
+            if holder:
+                holders[key] = holder
+            _write(path, keys, holders)
     except (StateError, OSError) as exc:  # no lock to be had: a repeat beats a drop
         _failed(path, exc)
     return True
@@ -77,8 +89,8 @@ def release(layout: StateLayout, key: str) -> None:
     path = _path(layout)
     try:
         with locked(Path(f"{path}.lock")):
-            keys = _read(path)
+            keys, holders = _read(path)
             if key in keys:
-                _write(path, [k for k in keys if k != key])
+                _write(path, [k for k in keys if k != key], holders)
     except (StateError, OSError) as exc:
         _failed(path, exc)

@@ -57,7 +57,7 @@ class Router:
 
     # ------------------------------------------------------------------------------------------------ entry
 
-    def handle(self, event: InboundEvent) -> Outcome:
+    def handle(self, event: InboundEvent, *, entry: str = "") -> Outcome:
         """Route one event and act on it; never raises for bad input (the outcome says what happened)."""
         refs = self._refs(event)
         if refs is None:
@@ -122,7 +122,7 @@ class Router:
                     delivery_id=event.delivery_id,
                 )
             if parsed.command and event.kind in CONTENT_KINDS and self.config.core.routing.control.enabled:
-                outcome = self._claimed_command(event, target, parsed.command, collaborator)
+                outcome = self._claimed_command(event, target, parsed.command, collaborator, entry)
             else:
                 outcome = self._deliver(event, target, collaborator)
         acted = outcome.ok or outcome.reason == "control-executed"  # delivered, spawned, or a command ran
@@ -330,14 +330,17 @@ class Router:
 
     # -------------------------------------------------------------------------------------------- commands
 
-    def _claimed_command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
+    def _claimed_command(
+        self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool, entry: str = ""
+    ) -> Outcome:
         """J20: an object two ingresses deliver (``shared_dedupe``) runs its command once per machine; a failure
-        handed back for a retry releases the claim."""
+        handed back for a retry releases the claim, and ``entry`` (the inbox entry being handled) may re-take its own
+        claim after a crash mid-command."""
         if not event.shared_dedupe:
             return self._command(event, target, command, collaborator)
         from the_loop import control_claims
 
-        if not control_claims.claim(self.config.state, event.dedupe_key):
+        if not control_claims.claim(self.config.state, event.dedupe_key, entry):
             return self._settle(event, target, "already-processed")
         try:
             outcome = self._command(event, target, command, collaborator)
@@ -585,7 +588,7 @@ def inbox_handler(router: Router) -> Any:
         if entry.data.get("type") != "inbound":
             events.emit("routing.dropped", level="error", reason="unknown-entry", delivery_id=entry.delivery_id)
             return Outcome("dropped", reason="unknown-entry")
-        return router.handle(InboundEvent.model_validate(entry.data["event"]))
+        return router.handle(InboundEvent.model_validate(entry.data["event"]), entry=entry.name)
 
     return handle
 

@@ -102,7 +102,8 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "local/control-deliveries.json",
         False,
-        "the dedupe keys of the newest control comments this machine executed (bounded), and its .lock",
+        "the dedupe keys of the newest control comments this machine executed (bounded), each with the inbox entry "
+        "that claimed it",
         "shared by the receiver and the poller so a comment both ingresses see executes once, on this machine",
     ),
     GeneratedPath(

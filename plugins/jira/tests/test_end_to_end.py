@@ -127,7 +127,8 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: World, fake_j
     assert world.tmux("has-session", "-t", TARGET).returncode == 0
     assert world.local()["sessions"][REF]["cwd"] == str(world.work)  # type: ignore[index]
     claims = json.loads((world.env.root / "local" / "control-deliveries.json").read_text())
-    assert claims == {"deliveries": ["jira-comment-jira.test-10012"]}
+    assert claims["deliveries"] == ["jira-comment-jira.test-10012"]
+    assert list(claims["holders"]) == ["jira-comment-jira.test-10012"]  # the inbox entry that ran it
     harness = world.harness()
     harness.wait_ready(timeout=20)
 
