@@ -5,7 +5,8 @@ registers a :class:`~the_loop.interfaces.Channel` and does transport and renderi
 
 - **Binding** — the work item's conversation lives in its portable record (``channels.<name>``: channel, thread,
   opened, origin, permalink), so every machine finds the same one. It is decided under the flock on
-  ``channels/<name>.json.lock``: the root post happens inside it, so one work item never gets two roots.
+  ``local/locks/channel-<name>-open.lock``: the root post happens inside it, so one work item never gets two
+  roots (a lock of its own, so a slow root never holds up the claims).
 - **Publish** — an event goes to every enabled channel subscribed to its type; when none accepts it, it waits in
   the undelivered queue (:mod:`the_loop.channel_outbox`), and a later event of the same work item queues behind it.
 - **Read** — replies (polled or pushed by a listener) pass, in order: edits and deletes dropped, unmapped threads
@@ -45,6 +46,8 @@ PROCESSED_SUBTYPES = ("", "thread_broadcast", "file_share")
 CONTENT_KINDS = ("comment", "review", "review-comment")
 REPLY_KIND = "work-item.reply"
 COMMAND_KIND = "control.command"
+BOUND_ONLY = ("work-item.closed",)  # published only into a conversation that already exists
+PUBLISHED_CAP = 500
 
 
 # ------------------------------------------------------------------------------------------------ lookup
@@ -81,6 +84,11 @@ def _lock(config: LoadedConfig, name: str) -> Path:
     return path.with_name(path.name + ".lock")
 
 
+def _open_lock(config: LoadedConfig, name: str) -> Path:
+    """Held while a root is posted: apart from the claim lock, so a slow post never stalls a reply's claim."""
+    return config.state.lock_for(f"channel-{name}-open")
+
+
 def _store(config: LoadedConfig) -> Any:
     from the_loop.store import WorkItemStore
 
@@ -115,7 +123,7 @@ def bindings(config: LoadedConfig, name: str, *, open_only: bool = False) -> lis
 def open_conversation(config: LoadedConfig, channel: Channel, ref: WorkItemRef, origin: str) -> dict[str, Any]:
     """The work item's binding, posting its root first when it has none (idempotent: a bound item makes no call
     and emits nothing). Raises :class:`ChannelError` when no root could be made."""
-    with locked(_lock(config, channel.name)):
+    with locked(_open_lock(config, channel.name)):
         found = binding(config, channel.name, ref)
         if found is not None:
             return found
@@ -195,9 +203,11 @@ def publish(
     url: str = "",
     actor: str = "",
     source: str = "loop",
+    key: str = "",
 ) -> list[str]:
     """Post an event to every enabled channel subscribed to ``event_type`` (never the one it came from); the
-    names that accepted it. When channels were asked and none accepted, it is queued. Never raises."""
+    names that accepted it. When channels were asked and none accepted, it is queued. With ``key``, an event
+    already published under it is not published again (an inbox retry). Never raises."""
     event = {"eventType": event_type, "workItem": str(work_item), "text": text, "url": url, "actor": actor}
     event["source"] = source
     asked, accepted, errors = [], [], []
@@ -209,6 +219,10 @@ def publish(
         return []
     for channel in channels:
         if channel.name == source or event_type not in channel.subscribed():
+            continue
+        if event_type in BOUND_ONLY and (not str(work_item) or binding(config, channel.name, work_item) is None):
+            continue  # saying a work item closed is no reason to open a conversation for it
+        if key and not _first_publish(config, channel.name, key):
             continue
         asked.append(channel.name)
         if str(work_item) and channel_outbox.pending_for(config, str(work_item), channel.name):
@@ -232,6 +246,22 @@ def publish(
     if asked and not accepted:
         channel_outbox.queue(config, asked, event, "; ".join(errors), retry_after=retry_after)
     return accepted
+
+
+def _first_publish(config: LoadedConfig, name: str, key: str) -> bool:
+    """Claim ``key`` in ``channels/<name>.json`` (the newest :data:`PUBLISHED_CAP`); False when it was claimed before.
+    Claimed before the post: at most once, and a failed post is still queued."""
+    try:
+        with locked(_lock(config, name)):
+            data = _shared(config, name)
+            published = [k for k in data.get("published") or [] if isinstance(k, str)]
+            if key in published:
+                return False
+            data["published"] = [*published, key][-PUBLISHED_CAP:]
+            atomic_write_json(state_path(config, name), data)
+    except (StateError, OSError) as exc:  # the ledger is unwritable: publish anyway (a repeat beats a loss)
+        events.emit("channel.post_failed", level="warning", channel=name, error=str(exc)[:500])
+    return True
 
 
 def drain(config: LoadedConfig, now: float | None = None) -> channel_outbox.DrainReport:
@@ -270,39 +300,39 @@ def _shared(config: LoadedConfig, name: str) -> dict[str, Any]:
 
 
 def cursor(config: LoadedConfig, name: str, ref: str, thread: str) -> str:
-    """The newest message this machine processed in ``thread``: in the work item's session record when it has
-    one here, else in ``channels/<name>.json``."""
+    """The newest message this machine processed in ``thread``: the newer of the work item's session record here
+    and ``channels/<name>.json`` (the latter always has it, so a cleanup that deletes the record loses nothing)."""
     from the_loop.registry import SessionRegistry
 
+    found = (_shared(config, name).get("cursors") or {}).get(thread)
+    best = found if isinstance(found, str) else ""
     record = SessionRegistry(config.state).load(ref)
     if record is not None:
-        found = ((record.channels.get(name) or {}).get("cursors") or {}).get(thread)
-        if isinstance(found, str):
-            return found
-    found = (_shared(config, name).get("cursors") or {}).get(thread)
-    return found if isinstance(found, str) else ""
+        local = ((record.channels.get(name) or {}).get("cursors") or {}).get(thread)
+        if isinstance(local, str) and newer(local, best):
+            best = local
+    return best
 
 
 def _advance(config: LoadedConfig, name: str, ref: str, thread: str, ts: str) -> None:
-    """Move the thread's cursor to ``ts`` (caller holds the channel lock)."""
+    """Move the thread's cursor to ``ts`` (caller holds the channel lock): in ``channels/<name>.json`` always, and
+    in the work item's session record when it has one here."""
     from the_loop.registry import SessionRecord, SessionRegistry
 
-    registry = SessionRegistry(config.state)
-    if registry.load(ref) is not None:
-
-        def change(record: SessionRecord) -> None:
-            section = record.channels.setdefault(name, {})
-            cursors = section.setdefault("cursors", {})
-            cursors[thread] = ts
-
-        registry.update(ref, change)
-        return
     path = state_path(config, name)
     data = _shared(config, name)
     cursors = data.get("cursors") if isinstance(data.get("cursors"), dict) else {}
     cursors[thread] = ts
     data["cursors"] = cursors
     atomic_write_json(path, data)
+    registry = SessionRegistry(config.state)
+    if registry.load(ref) is not None:
+
+        def change(record: SessionRecord) -> None:
+            section = record.channels.setdefault(name, {})
+            section.setdefault("cursors", {})[thread] = ts
+
+        registry.update(ref, change)
 
 
 def _speaker(config: LoadedConfig, name: str, ref: str, author: str) -> str:
@@ -510,7 +540,10 @@ def read_cycle(config: LoadedConfig, channel: Channel) -> dict[str, int]:
             continue
         for message in messages:
             counts["messages"] += 1
-            if accept(config, channel, message, "poll", bound=(ref, bound), bot_id=bot) == "accepted":
+            outcome = accept(config, channel, message, "poll", bound=(ref, bound), bot_id=bot)
+            if outcome == "claim-failed":
+                break  # a later claim would move the cursor past this one: the thread waits for the next cycle
+            if outcome == "accepted":
                 counts["accepted"] += 1
     return counts
 
@@ -654,7 +687,8 @@ def routed(router: Router, event: InboundEvent, target: WorkItemRef) -> Outcome 
         # Only into a live session's conversation: a comment that starts the work is in its boot prompt, and the
         # start opens the thread itself (origin start). A record carrying an envelope came from a channel.
         actor = event.actor.id if event.actor else ""
-        publish(router.config, "comment.human", target, text=body, url=event.url, actor=actor)
+        # Keyed by the event: an inbox retry of a failed dispatch does not post it again.
+        publish(router.config, "comment.human", target, text=body, url=event.url, actor=actor, key=event.dedupe_key)
     return None
 
 

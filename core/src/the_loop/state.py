@@ -152,13 +152,13 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "channels/<name>.json",
         False,
-        "per channel (slack.json): read cursors of threads whose work item has no session record here",
+        "per channel (slack.json): the read cursor of every thread, and the keys of events already published",
         "a ledger of what this machine read; the threads it names are in the operator's own workspace",
     ),
     GeneratedPath(
         "channels/<name>.json.lock",
         False,
-        "empty flock files: the binding and claim lock of a channel, the undelivered queue's lock",
+        "empty flock files: a channel's claim and publish-record lock, the undelivered queue's lock",
         "a lock means something only to processes on this machine",
     ),
     GeneratedPath(
