@@ -4,7 +4,8 @@ Serves ``myself``, ``search/jql`` (Cloud, ``nextPageToken``), ``search`` (DC, ``
 comments (listed in pages, by id, posted), transitions (list, post). Each request is recorded with its method, path,
 query, headers and body. ``fail(method, pattern, status)`` injects an error answer (optionally echoing the request
 headers, as a careless proxy would) for the next ``times`` matching requests; ``slow(method, pattern, seconds)`` answers
-matching requests normally, but only after ``seconds``.
+matching requests normally, but only after ``seconds``; ``drop(method, pattern)`` applies the next matching request
+and then hangs up without answering (a connection lost after Jira acted).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Fault:
     status: int
     times: int
     echo_headers: bool
+    drop: bool = False
 
 
 class FakeJira:
@@ -119,6 +121,9 @@ class FakeJira:
 
     def fail(self, method: str, pattern: str, status: int, *, times: int = 1, echo_headers: bool = False) -> None:
         self.faults.append(Fault(method, re.compile(pattern), status, times, echo_headers))
+
+    def drop(self, method: str, pattern: str, *, times: int = 1) -> None:
+        self.faults.append(Fault(method, re.compile(pattern), 0, times, False, drop=True))
 
     def slow(self, method: str, pattern: str, seconds: float) -> None:
         self.delays.append((method, re.compile(pattern), seconds))
@@ -269,6 +274,10 @@ class FakeJira:
                 for method, pattern, seconds in list(fake.delays):
                     if method == self.command and pattern.search(parts.path):
                         time.sleep(seconds)
+                if fault is not None and fault.drop:
+                    fake.answer(request)  # acted on, then the connection is lost before the answer
+                    self.close_connection = True
+                    return
                 if fault is not None:
                     status = fault.status
                     answer: Any = {"errorMessages": [f"injected {status}"]}
@@ -284,7 +293,10 @@ class FakeJira:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (a timeout test)
+                    self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_DELETE = _serve
 

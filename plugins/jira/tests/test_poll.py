@@ -243,7 +243,7 @@ def test_j12_beyond_5000_comments_the_newest_5000_are_kept_with_a_warning(
 def test_j13_without_myself_there_are_no_relays_and_only_the_marker_is_self(
     load: Any, fake_jira: FakeJira, jira_env: LoopEnv
 ) -> None:
-    fake_jira.fail("GET", r"/myself$", 500, times=100)
+    fake_jira.fail("GET", r"/myself$", 403, times=100)  # refused for good: J13's marker-only mode
     config = load()
     cycle(config)
     relay = fake_jira.add_comment("PROJ-12", "the-loop pause\n\n[the-loop:relay]", "acc-bot")
@@ -259,3 +259,109 @@ def test_j13_without_myself_there_are_no_relays_and_only_the_marker_is_self(
 
 def inbox_dir(env: LoopEnv) -> list[Any]:
     return sorted((env.root / "local" / "inbox").glob("*.json"))
+
+
+def test_one_tickets_unexpected_failure_leaves_the_others_polled(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state error on one ticket (its record cannot be written) is that ticket's ``poll.item_error``, not the
+    cycle's: the tickets after it are still polled."""
+    from the_loop.state import StateError
+    from the_loop.store import WorkItemStore
+
+    fake_jira.add_issue("PROJ-13", labels=["the-loop:auto-execute"])
+    comment = fake_jira.add_comment("PROJ-13", "hello", "acc-x")
+    write = WorkItemStore.update_section
+
+    def failing_for_proj_12(self: Any, ref: Any, section: str, value: Any) -> Any:
+        if str(ref).endswith("/PROJ-12"):
+            raise StateError("injected: the record cannot be written")
+        return write(self, ref, section, value)
+
+    monkeypatch.setattr(WorkItemStore, "update_section", failing_for_proj_12)  # an injected fault
+    result = cycle(load())
+    assert result["itemsSeen"] == 2 and result["failures"] == 1 and not result["scopesFailed"]
+    errors = [e for e in jira_env.events() if e["event"] == "poll.item_error"]
+    assert [(e["work_item"], e["will_retry"]) for e in errors] == [("jira:jira.test/PROJ-12", True)]
+    other = json.loads((jira_env.root / "portable/jira-jira.test-PROJ-13.json").read_text())
+    assert other["poll"]["seenComments"] == [comment]
+
+
+def test_a_stop_request_is_heeded_between_tickets(load: Any, fake_jira: FakeJira) -> None:
+    fake_jira.add_issue("PROJ-13", labels=["the-loop:auto-execute"])
+    asked = {"n": 0}
+
+    def stop_after_the_first_ticket() -> bool:
+        asked["n"] += 1
+        return bool(fake_jira.seen("GET", r"/comment$"))
+
+    source = JiraPollSource(load())
+    result = source.poll_once(ServiceContext(config=source.config, should_stop=stop_after_the_first_ticket))
+    assert result["interrupted"] is True and result["itemsSeen"] == 1
+    assert [r.path for r in fake_jira.seen("GET", r"/comment$")] == ["/rest/api/3/issue/PROJ-12/comment"]
+
+
+def test_a_429_stops_asking_the_site_for_the_rest_of_the_cycle(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from the_loop_jira import client
+
+    monkeypatch.setattr(client, "MAX_RETRY_DELAY", 0)  # the library's own waits, not under test
+    fake_jira.add_issue("PROJ-13", labels=["the-loop:auto-execute"])
+    fake_jira.fail("GET", r"/issue/PROJ-12/comment$", 429, times=3)
+    source = JiraPollSource(load())
+    result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
+    assert "429" in result["throttled"] and result["failures"] == 1
+    assert len(fake_jira.seen("GET", r"/issue/PROJ-12/comment$")) == 3  # the library's two retries, then no more
+    assert fake_jira.seen("GET", r"/issue/PROJ-13") == []  # not asked this cycle …
+    assert cycle(source.config)["itemsSeen"] == 2  # … and polled as usual the next
+    assert fake_jira.seen("GET", r"/issue/PROJ-13/comment$")
+
+
+def test_j13_a_passing_myself_failure_retries_the_ticket_rather_than_refuse_a_relay(
+    load: Any, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    config = load()
+    relay = fake_jira.add_comment("PROJ-12", "the-loop pause\n\n[the-loop:relay]", "acc-bot")
+    fake_jira.fail("GET", r"/myself$", 500)
+    assert cycle(config)["failures"] == 1 and inbox_keys(jira_env) == []
+    assert not (jira_env.root / RECORD).exists()  # nothing marked seen: the thread is judged next cycle
+    cycle(config)
+    (path,) = inbox_dir(jira_env)
+    event = json.loads(path.read_text())["entry"]["event"]
+    assert event["dedupe_key"] == f"jira-comment-jira.test-{relay}"
+    assert event["actor"] == {"provider": "jira-relay", "id": "operator", "name": ""}
+
+
+def test_a_reopened_ticket_seen_by_the_poller_closes_again(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    """Jira sends no reopened event: a ticket that ended by closing and is listed again was reopened, so the inbox
+    forgets its close keys and the next Done is a new close rather than a duplicate of the first."""
+    from the_loop.inbox import Inbox
+    from the_loop_jira.normalize import closure_event
+
+    config = load()
+    ref = parse_ref("jira:jira.test/PROJ-12")
+    source = JiraPollSource(config)
+    fake_jira.issues["PROJ-12"].category = "done"
+    first = closure_event(ref, source.client.issue(ref), "poll")
+    queue = Inbox.for_config(config)
+    assert queue.put(first.dedupe_key, first.inbox_entry())
+    queue.settle(*queue.pending())  # that close was handled: its key is remembered …
+    source.store.update_section(ref, "ended", {"state": "closed", "kind": "issue", "reason": "issue-closed"})
+    fake_jira.issues["PROJ-12"].category = "indeterminate"  # … and the ticket reopened in Jira
+    cycle(config)
+    assert "ended" not in record(jira_env)
+    reopened = [e for e in jira_env.events() if e["event"] == "work_item.reopened"]
+    assert [(e["work_item"], e["source"]) for e in reopened] == [(str(ref), "poll")]
+    again = closure_event(ref, source.client.issue(ref), "webhook")
+    assert again.dedupe_key == first.dedupe_key  # one key whichever ingress saw the close
+    assert Inbox.for_config(config).put(again.dedupe_key, again.inbox_entry())  # a new close, not a duplicate
+
+
+def test_a_pr_merge_that_ended_a_listed_ticket_is_no_reopen(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
+    config = load()
+    ref = parse_ref("jira:jira.test/PROJ-12")
+    JiraPollSource(config).store.update_section(ref, "ended", {"state": "merged", "reason": "pr-merged"})
+    cycle(config)
+    assert record(jira_env)["ended"]["reason"] == "pr-merged"
+    assert not [e for e in jira_env.events() if e["event"] == "work_item.reopened"]

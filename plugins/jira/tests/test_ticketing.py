@@ -212,3 +212,52 @@ def test_j29_an_unknown_close_transition_lists_what_is_available(load: Any, fake
     with pytest.raises(JiraError, match=r"'Start' → In Progress, 'Done' → Done.*nothing was transitioned"):
         jira.close(REF)
     assert fake_jira.seen("POST", "transitions") == []
+
+
+@pytest.mark.parametrize(("path", "write"), [("comment", "post_comment"), ("transitions", "close")])
+def test_j24_a_write_whose_answer_is_lost_is_sent_once(
+    load: Any, fake_jira: FakeJira, monkeypatch: pytest.MonkeyPatch, path: str, write: str
+) -> None:
+    """The library retries a dropped connection for any verb; Jira may already have acted, so a write is sent once."""
+    from the_loop_jira import client
+
+    monkeypatch.setattr(client, "MAX_RETRY_DELAY", 0)  # the library's wait between retries, not under test
+    jira = provider(load())
+    fake_jira.drop("POST", rf"/issue/PROJ-12/{path}$")
+    args = (REF, "hello") if write == "post_comment" else (REF,)
+    with pytest.raises(JiraError, match=r"unreachable \(ConnectionError\)"):
+        getattr(jira.client, write)(*args)
+    assert len(fake_jira.seen("POST", rf"/issue/PROJ-12/{path}$")) == 1
+    assert len(fake_jira.issues["PROJ-12"].comments) == (1 if path == "comment" else 0)
+
+
+def test_j24_a_read_whose_answer_is_lost_is_asked_again(
+    load: Any, fake_jira: FakeJira, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from the_loop_jira import client
+
+    monkeypatch.setattr(client, "MAX_RETRY_DELAY", 0)
+    jira = provider(load())
+    fake_jira.drop("GET", r"/issue/PROJ-12$")
+    assert jira.client.issue(REF).key == "PROJ-12"
+    assert len(fake_jira.seen("GET", r"/issue/PROJ-12$")) == 2
+
+
+@pytest.mark.parametrize("origin", ["same", "longer-port", "userinfo"])
+def test_j27_a_self_link_is_followed_only_on_the_configured_origin(load: Any, fake_jira: FakeJira, origin: str) -> None:
+    """``self`` is a URL Jira answered; a bare prefix match would let ``…:80800`` or ``…:8080@evil.test`` through."""
+    original = fake_jira.answer
+    base = {"same": fake_jira.url, "longer-port": fake_jira.url + "0", "userinfo": fake_jira.url + "@evil.test"}
+
+    def self_link(request: Any) -> Any:
+        status, body = original(request)
+        if request.method == "GET" and request.path.endswith("/issue/PROJ-12"):
+            body["self"] = f"{base[origin]}/rest/api/3/issue/{body['id']}"
+        return status, body
+
+    fake_jira.answer = self_link  # type: ignore[method-assign]
+    provider(load()).client.update_labels(REF, add=["extra"])
+    (put,) = fake_jira.seen("PUT", r"/issue/")
+    issue_id = fake_jira.issues["PROJ-12"].id
+    assert put.path == (f"/rest/api/3/issue/{issue_id}" if origin == "same" else "/rest/api/3/issue/PROJ-12")
+    assert "extra" in fake_jira.issues["PROJ-12"].labels

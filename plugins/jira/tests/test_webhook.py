@@ -160,7 +160,7 @@ def test_j23_jira_failing_never_crashes_the_receiver(
     hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_jira.fail("GET", r"issue/PROJ-12$", 500, echo_headers=True)
-    assert ring(hook, comment_created(10013), guid="g-500").status == 202
+    assert ring(hook, comment_created(10013), guid="g-500").status == 503  # may pass: Jira delivers again
     monkeypatch.delenv("JIRA_API_TOKEN")
     assert ring(hook, comment_created(10013), guid="g-env").status == 202
     failed = [e for e in jira_env.events() if e["event"] == "jira.doorbell_failed"]
@@ -194,3 +194,67 @@ def test_j22_oversized_or_odd_fields_never_reach_a_url(
     answer = ring(hook, payload)
     assert answer.status in (202, 400)
     assert inbox(jira_env) == [] and fake_jira.seen("GET", "comment") == []
+
+
+@pytest.mark.parametrize(("fault", "status"), [(429, 503), (500, 503), ("timeout", 503), (404, 202)])
+def test_j23_a_read_that_may_pass_is_503_so_jira_redelivers(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, monkeypatch: pytest.MonkeyPatch, fault: Any, status: int
+) -> None:
+    """A 202 tells Jira the delivery landed: answered for a failure that will pass, the comment would be lost."""
+    from the_loop_jira import client, ticketing
+
+    monkeypatch.setattr(client, "MAX_RETRY_DELAY", 0)  # the library's own waits, not under test
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10070)
+    if fault == "timeout":
+        monkeypatch.setattr(ticketing, "TIMEOUT_SECONDS", 0.2)
+        fake_jira.slow("GET", r"/comment/10070$", 0.6)
+    else:
+        fake_jira.fail("GET", r"/comment/10070$", fault, times=3)
+    assert ring(hook, comment_created(10070), guid="g-1").status == status
+    assert inbox(jira_env) == []
+    fake_jira.faults.clear()
+    fake_jira.delays.clear()
+    assert ring(hook, comment_created(10070), guid="g-2").status == 202  # Jira's redelivery, once Jira answers
+    assert [e["dedupe_key"] for e in inbox(jira_env)] == ["jira-comment-jira.test-10070"]
+
+
+def test_j13_a_passing_myself_failure_fails_the_doorbell_rather_than_refuse_a_relay(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from the_loop_jira import client
+
+    monkeypatch.setattr(client, "MAX_RETRY_DELAY", 0)
+    fake_jira.add_comment("PROJ-12", "the-loop pause\n\n[the-loop:relay]", "acc-bot", comment_id=10080)
+    fake_jira.fail("GET", r"/myself$", 503)
+    assert ring(hook, comment_created(10080)).status == 503
+    assert inbox(jira_env) == []
+    assert ring(hook, comment_created(10080)).status == 202
+    (event,) = inbox(jira_env)
+    assert event["actor"] == {"provider": "jira-relay", "id": "operator", "name": ""}
+
+
+def test_reopened_ticket_seen_by_the_doorbell_closes_again(
+    hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
+) -> None:
+    """Jira sends no reopened event: Done, reopened, Done again must be two closes, not one and a duplicate."""
+    from the_loop.inbox import Inbox
+    from the_loop.refs import parse_ref
+    from the_loop.store import WorkItemStore
+
+    ref = parse_ref("jira:jira.test/PROJ-12")
+    store = WorkItemStore(hook.config.state, config=hook.config)
+    store.update_section(ref, "control", {"lastCommand": "start"})
+    updated = {"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}
+    fake_jira.issues["PROJ-12"].category = "done"
+    assert ring(hook, updated).status == 202
+    queue = Inbox.for_config(hook.config)
+    queue.settle(*queue.pending())  # the close was handled: its key is now remembered …
+    store.update_section(ref, "ended", {"state": "closed", "kind": "issue", "reason": "issue-closed"})  # … and ended
+    fake_jira.issues["PROJ-12"].category = "indeterminate"  # reopened in Jira
+    assert ring(hook, updated).status == 202
+    assert "ended" not in (store.read(ref) or {})
+    reopened = [e for e in jira_env.events() if e["event"] == "work_item.reopened"]
+    assert [(e["work_item"], e["source"]) for e in reopened] == [(str(ref), "webhook")]
+    fake_jira.issues["PROJ-12"].category = "done"
+    assert ring(hook, updated).status == 202
+    assert [e["kind"] for e in inbox(jira_env)] == ["closed"]  # the second close is a new event

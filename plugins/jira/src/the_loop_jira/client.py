@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from the_loop.config import ConfigError
 from the_loop.refs import WorkItemRef
@@ -56,9 +57,20 @@ LOGGERS = ("jira", "jira.resilientsession")
 class JiraError(RuntimeError):
     """A Jira call failed: ``status`` is the HTTP status, or None when the server was not reached."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, *, timed_out: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.timed_out = timed_out
+
+    @property
+    def transient(self) -> bool:
+        """Worth asking again later: not reached, throttled, or a server-side failure."""
+        return self.status is None or self.status == 429 or self.status >= 500
+
+    @property
+    def throttled(self) -> bool:
+        """The site asked us to slow down (429) or did not answer in time: stop asking it for now."""
+        return self.status == 429 or self.timed_out
 
 
 class CredentialsMissing(ConfigError):
@@ -163,6 +175,16 @@ def search_jql(project: str, labels: Sequence[str]) -> str:
     return " AND ".join(clauses) + " AND statusCategory != Done ORDER BY updated DESC"
 
 
+def _same_origin(url: str, server: str) -> bool:
+    """Scheme, host and port equal — a bare prefix would let ``https://site.example.evil`` through."""
+    a, b = urlsplit(url), urlsplit(server)
+    try:
+        ports = [u.port or {"http": 80, "https": 443}.get(u.scheme) for u in (a, b)]
+        return (a.scheme, a.hostname, ports[0]) == (b.scheme, b.hostname, ports[1]) and bool(a.hostname)
+    except ValueError:  # an unparsable port
+        return False
+
+
 # ----------------------------------------------------------------------------------------------- client
 
 
@@ -248,21 +270,30 @@ class JiraClient:
         body: Any = None,
         url: str | None = None,
     ) -> Any:
-        """One REST call through the SDK's session (auth, retries); JSON back, or :class:`JiraError`."""
+        """One REST call through the SDK's session (auth, retries); JSON back, or :class:`JiraError`. Only a GET is
+        retried: the library retries a dropped connection for any verb, which could post a comment twice."""
         from jira.exceptions import JIRAError
-        from requests import RequestException
+        from jira.resilientsession import raise_on_error
+        from requests import RequestException, Session, Timeout
 
         sdk = self.sdk()
         target = url or self._url(path)
         shown = f"{method} /rest/api/{self.settings.rest_version}/{path}"
         data = json.dumps(body) if body is not None else None
         try:
-            response = sdk._session.request(method, target, params=params, data=data)
+            if method == "GET":
+                response = sdk._session.request(method, target, params=params, data=data)
+            else:  # the plain requests call underneath: same auth and headers, one attempt
+                response = Session.request(
+                    sdk._session, method, target, params=params, data=data, timeout=sdk._session.timeout
+                )
+                raise_on_error(response)
         except JIRAError as exc:
             text = scrub(" ".join(str(exc.text or "").split()))[:ERROR_CHARS]
             raise JiraError(f"Jira {shown}: {exc.status_code} {text}".rstrip(), exc.status_code) from None
         except RequestException as exc:  # a timeout included: ``unreachable (ReadTimeout)``
-            raise JiraError(f"Jira {shown}: unreachable ({type(exc).__name__})") from None
+            timed_out = isinstance(exc, Timeout)
+            raise JiraError(f"Jira {shown}: unreachable ({type(exc).__name__})", timed_out=timed_out) from None
         if not response.content:
             return None
         try:
@@ -273,12 +304,16 @@ class JiraClient:
     # ------------------------------------------------------------------------------------------- identity
 
     def myself(self) -> str | None:
-        """The service account's id (Cloud ``accountId``, DC ``key``), cached per credential; None when unreadable."""
+        """The service account's id (Cloud ``accountId``, DC ``key``), cached per credential. None when Jira will
+        not say (J13: no relays then, the marker alone tells self); a failure that may pass raises, so the caller
+        retries rather than judge a relayed command as a stranger's and drop it for good."""
         self.sdk()
         if self._myself is None:
             try:
                 data = self._request("GET", "myself") or {}
-            except JiraError:
+            except JiraError as exc:
+                if exc.transient:
+                    raise
                 return None
             found = data.get("accountId") if self.settings.cloud else data.get("key") or data.get("name")
             self._myself = str(found) if found else None
@@ -421,7 +456,7 @@ class JiraClient:
             else:
                 absent.append(safe)
         if ops:
-            url = issue.self_url if issue.self_url.startswith(self.settings.server()) else None
+            url = issue.self_url if _same_origin(issue.self_url, self.settings.server()) else None
             self._request("PUT", f"issue/{issue_key(ref)}", body={"update": {"labels": ops}}, url=url)
         return absent
 

@@ -6,9 +6,9 @@ whichever saw it first; the inbox and the control claim make the second sighting
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from the_loop import control, events
+from the_loop import closing, control, events
 from the_loop.inbox import Inbox
 from the_loop_jira.normalize import comment_event, origin
 from the_loop_jira.ticketing import MIRROR_LABEL, arming_labels
@@ -18,13 +18,21 @@ if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
     from the_loop_jira.client import JiraComment, JiraIssue
 
-__all__ = ["Result", "ingest_comment", "is_command"]
+__all__ = ["Result", "ingest_comment", "is_command", "note_reopened"]
 
 Result = Literal["forwarded", "settled", "refused", "duplicate"]
 
 
 def is_command(config: LoadedConfig, body: str) -> bool:
     return control.parse(body, config.core.routing.control.keywords).command is not None
+
+
+def note_reopened(config: LoadedConfig, ref: WorkItemRef, record: dict[str, Any], source: str) -> bool:
+    """Jira sends no ``reopened`` event: a ticket whose close ended it, seen armed and not done again, was reopened.
+    Saying so clears ``ended`` and forgets its close keys, so closing it again is acted on, not a duplicate."""
+    if (record.get("ended") or {}).get("reason") != "issue-closed":  # a merged PR ending it is no reopen
+        return False
+    return closing.work_item_reopened(config, ref, actor="", source=source)
 
 
 def _settled(reason: str, fields: dict[str, str]) -> None:

@@ -112,14 +112,14 @@ def presence_event(ref: WorkItemRef, issue: JiraIssue, labels: list[str]) -> Inb
     )
 
 
-def closure_key(ref: WorkItemRef, transport: Literal["webhook", "poll"]) -> str:
-    """The dedupe key of a ticket's closure as one ingress saw it."""
-    return f"{'poll' if transport == 'poll' else 'jira'}-close-{ref}-closed"
+def closure_key(ref: WorkItemRef) -> str:
+    """The dedupe key of a ticket's closure, whichever ingress saw it: a doorbell's close and the poller's are one."""
+    return f"jira-close-{ref}-closed"
 
 
 def closure_event(ref: WorkItemRef, issue: JiraIssue, transport: Literal["webhook", "poll"]) -> InboundEvent:
     """J16: the ticket reached Done — a closure with no sender, so cleanup is deferred (``no-actor``)."""
-    key = closure_key(ref, transport)
+    key = closure_key(ref)
     return InboundEvent(
         dedupe_key=key,
         delivery_id=key,

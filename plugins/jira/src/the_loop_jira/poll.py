@@ -16,7 +16,7 @@ from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.refs import RefError, parse_ref
 from the_loop.store import WorkItemStore
 from the_loop_jira.client import POLL_TIMEOUT_SECONDS, JiraClient, JiraError, jira_label
-from the_loop_jira.ingest import ingest_comment, is_command
+from the_loop_jira.ingest import ingest_comment, is_command, note_reopened
 from the_loop_jira.normalize import closure_event, comment_key, origin
 from the_loop_jira.refs import SCHEME, ref_for
 from the_loop_jira.ticketing import client_for, settings_of
@@ -66,6 +66,7 @@ class JiraPollSource(PollSource):
         self.config = config
         self.inbox = Inbox.for_config(config)
         self.store = WorkItemStore(config.state, config=config)
+        self._throttled = ""  # why this cycle stopped asking the site (a 429 or a timeout), or ""
 
     @property
     def client(self) -> JiraClient:
@@ -78,43 +79,71 @@ class JiraPollSource(PollSource):
         self.client.credentials()  # a missing credential fails the whole cycle, naming the variables
         listed: set[str] = set()
         polled = 0
+        self._throttled = ""
         for project, labels in scopes:
-            if context.should_stop():
-                counts["interrupted"] = True
+            if self._halted(context, counts):
                 break
             try:
                 issues = self.client.search(project, labels)
             except JiraError as exc:
                 failed.append({"scope": f"jira:{settings.site}/{project}", "error": str(exc)})
+                self._note(exc)
                 continue
             polled += 1
             for issue in issues:
+                if self._halted(context, counts):
+                    break
                 ref = ref_for(settings.site, issue.key)
                 if ref is None:
                     continue
                 listed.add(str(ref))
                 counts["itemsSeen"] += 1
-                forwarded = self._item(ref, issue)
+                forwarded = self._guarded(ref, issue)
                 if forwarded is None:
                     counts["failures"] += 1
                 else:
                     counts["commentsForwarded"] += forwarded
         searched = {project for project, _ in scopes}
-        counts["closures"] = self._closures(listed, searched)
+        if not self._halted(context, counts):  # a throttled or stopping cycle asks the site nothing more
+            counts["closures"] = self._closures(listed, searched, context)
         counts["scopesPolled"] = polled
         counts["scopesFailed"] = failed
         return counts
 
     # ----------------------------------------------------------------------------------------------- item
 
-    def _item(self, ref: WorkItemRef, issue: JiraIssue) -> int | None:
-        """Read the whole thread and forward what is new; None when the thread could not be read."""
+    def _halted(self, context: ServiceContext, counts: dict[str, Any]) -> bool:
+        """Stop here: a stop was asked (``interrupted``) or the site throttled us this cycle (``throttled``)."""
+        if context.should_stop():
+            counts["interrupted"] = True
+        if self._throttled:
+            counts["throttled"] = self._throttled
+        return bool(counts.get("interrupted") or self._throttled)
+
+    def _note(self, exc: JiraError) -> None:
+        """A 429 or a timeout: the site is struggling, so this cycle stops asking it (the library already waited)."""
+        if exc.throttled and not self._throttled:
+            self._throttled = str(exc)[:300]
+
+    def _guarded(self, ref: WorkItemRef, issue: JiraIssue) -> int | None:
+        """:meth:`_item`, with any failure confined to this ticket: logged, retried next cycle, the rest go on."""
         try:
-            comments = self.client.comments(ref)
+            return self._item(ref, issue)
         except JiraError as exc:
-            events.emit("poll.item_error", level="warning", work_item=str(ref), error=str(exc), will_retry=True)
-            return None
+            self._note(exc)
+            error = str(exc)
+        except Exception as exc:  # a state or markup failure on one ticket must not starve the others
+            error = f"{type(exc).__name__}: {exc}"
+        events.emit("poll.item_error", level="warning", work_item=str(ref), error=error[:300], will_retry=True)
+        return None
+
+    def _item(self, ref: WorkItemRef, issue: JiraIssue) -> int:
+        """Read the whole thread and forward what is new; raises when the thread could not be read (the ledger
+        then stays where it was)."""
+        comments = self.client.comments(ref)
         record = self.store.read(ref) or {}
+        if note_reopened(self.config, ref, record, "poll"):  # listed: armed and not done
+            record = self.store.read(ref) or {}
         ledger = dict(record.get("poll") or {})
         first_sight = "seenComments" not in ledger
         seen = [str(value) for value in ledger.get("seenComments") or ()]
@@ -140,7 +169,7 @@ class JiraPollSource(PollSource):
 
     # -------------------------------------------------------------------------------------------- closures
 
-    def _closures(self, listed: set[str], searched: set[str]) -> int:
+    def _closures(self, listed: set[str], searched: set[str], context: ServiceContext) -> int:
         """J16: a live session's ticket that left the listing and is done in Jira closes, with no sender."""
         from the_loop.registry import SessionRegistry
 
@@ -156,9 +185,12 @@ class JiraPollSource(PollSource):
                 continue
             if own is None or not own.live:
                 continue
+            if context.should_stop() or self._throttled:
+                break
             try:
                 issue = self.client.issue(ref)
             except JiraError as exc:
+                self._note(exc)
                 events.emit("poll.item_error", level="warning", work_item=str(ref), error=str(exc), will_retry=True)
                 continue
             if issue.moved_to or issue.status_category != "done":

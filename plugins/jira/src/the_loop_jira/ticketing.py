@@ -115,7 +115,7 @@ class JiraTicketProvider(TicketProvider):
     def close_keys(self, ref: WorkItemRef) -> list[str]:
         from the_loop_jira.normalize import closure_key
 
-        return [closure_key(ref, "webhook"), closure_key(ref, "poll")]
+        return [closure_key(ref), f"poll-close-{ref}-closed"]  # the poller's earlier key, still remembered
 
     def code_repository(self, ref: WorkItemRef) -> str | None:
         try:

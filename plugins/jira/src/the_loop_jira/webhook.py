@@ -20,8 +20,9 @@ from the_loop.inbox import Inbox
 from the_loop.interfaces import PEER_HEADER, WebhookIngress, WebhookResponse
 from the_loop.signing import signed_by
 from the_loop.state import StateError
+from the_loop.store import WorkItemStore
 from the_loop_jira.client import CredentialsMissing, JiraError
-from the_loop_jira.ingest import ingest_comment
+from the_loop_jira.ingest import ingest_comment, note_reopened
 from the_loop_jira.normalize import closure_event, presence_event
 from the_loop_jira.refs import DIGITS, ISSUE_KEY, ref_for
 from the_loop_jira.ticketing import arming_labels, client_for, settings_of
@@ -96,7 +97,11 @@ class JiraWebhook(WebhookIngress):
         except StateError as exc:  # not stored: Jira must see a failure so it retries
             events.emit("webhook.rejected", level="error", reason="inbox-unavailable", provider="jira", error=str(exc))
             return WebhookResponse(503, {"status": "unavailable"})
-        except (JiraError, CredentialsMissing) as exc:
+        except JiraError as exc:
+            events.emit("jira.doorbell_failed", level="warning", delivery_id=guid, error=str(exc))
+            if exc.transient:  # 429, 5xx, unreachable: Jira redelivers on a failure, so the comment is not lost
+                return WebhookResponse(503, {"status": "unavailable"})
+        except CredentialsMissing as exc:
             events.emit("jira.doorbell_failed", level="warning", delivery_id=guid, error=str(exc))
         except Exception as exc:  # the receiver never crashes on a doorbell
             events.emit("jira.doorbell_failed", level="error", delivery_id=guid, error=type(exc).__name__)
@@ -129,7 +134,12 @@ class JiraWebhook(WebhookIngress):
         if webhook_event == "jira:issue_updated":
             if issue.status_category == "done":
                 event = closure_event(ref, issue, "webhook")
-            elif armed and control.recorded(self.config, ref) == "start":
+            elif armed:
+                note_reopened(
+                    self.config, ref, WorkItemStore(self.config.state, config=self.config).read(ref) or {}, "webhook"
+                )
+                if control.recorded(self.config, ref) != "start":
+                    return
                 event = presence_event(ref, issue, labels)
             else:
                 return
