@@ -1257,3 +1257,126 @@ def test_r41_unreadable_poll_clocks_read_as_empty_and_are_rewritten(gh_env: Loop
         result = source.poll_once(ServiceContext(config=source.config, should_stop=lambda: False))
         assert result["errors"] == 0 and result["scopesFailed"] == []
         assert list(json.loads(path.read_text())["clocks"]) == [REF1]  # dated again by this cycle
+
+
+# ------------------------------------------------------------------------------------- fix round: one name per item
+
+
+def test_decision6_a_repository_spelled_otherwise_in_config_is_named_as_github_names_it(
+    gh_env: LoopEnv, plugin_host: Any
+) -> None:
+    """``repositories: [octo/repo]`` while GitHub says ``Octo/Repo``: the poller's refs, record and close key are
+    the webhook's (``repository.full_name``), so the two ingresses never make two work items of one."""
+    from the_loop.interfaces import ServiceContext
+    from the_loop_github.normalize import close_key
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue("Octo/Repo", 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        ref = "github:Octo/Repo#1"
+        assert (source.store.read(ref) or {}).get("ref") == ref
+        source.store.update_section(ref, "control", {"command": "start", "source": "cli", "actor": "alice"})
+        fake.close("Octo/Repo", 1, by="bob")
+        source.poll_once(context)
+        assert source.inbox.delivery_status(close_key(ref, "closed")) == "inflight"
+
+
+def test_decision6_the_pollers_close_and_a_late_webhook_close_are_one_delivery(
+    gh_env: LoopEnv, plugin_host: Any
+) -> None:
+    from the_loop.interfaces import ServiceContext
+    from the_loop_github.normalize import close_key
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        source.store.update_section(REF1, "control", {"command": "start", "source": "cli", "actor": "alice"})
+        fake.close(REPO, 1, by="bob")
+        assert source.poll_once(context)["closures"] == 1
+        key = close_key(REF1, "closed")
+        entry = next(e for e in source.inbox.pending() if e.key == key)
+        assert (entry.data["event"]["closed"], entry.data["event"]["transport"]) == ("issue-closed", "poll")
+        assert not source.inbox.put(key, {"type": "inbound"})  # the webhook's close, arriving late: a duplicate
+        source.inbox.settle(entry)
+        assert not source.inbox.put(key, {"type": "inbound"})  # and after the router ran it, still
+
+
+def test_b21_a_listing_taken_before_a_webhook_close_never_reopens_the_item(gh_env: LoopEnv, plugin_host: Any) -> None:
+    """The listing says #1 is open; while #2 is being read, the webhook closes #1 and ends it. Only GitHub's answer
+    now may reopen it, and that answer is "closed"."""
+    import threading
+
+    from the_loop import closing
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        fake.add_issue(REPO, 2, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        fake.add_comment(REPO, 2, "news", login="alice")  # #2 moved: read (slowly) after the listing, before #1
+        reads = len(fake.calls("GET", "/repos/octo/repo/issues/2/comments"))
+        fake.fault("GET", "/repos/octo/repo/issues/2/comments", delay=1.5, times=1)
+
+        def webhook_close() -> None:
+            wait_for(lambda: len(fake.calls("GET", "/repos/octo/repo/issues/2/comments")) > reads)
+            fake.close(REPO, 1, by="bob")
+            closing.work_item_ended(
+                source.config, REF1, reason="issue-closed", actor="bob", authorized=False, source="webhook"
+            )
+
+        closer = threading.Thread(target=webhook_close)
+        closer.start()
+        source.poll_once(context)
+        closer.join(timeout=10)
+        ended = (source.store.read(REF1) or {}).get("ended") or {}
+        assert (ended.get("state"), ended.get("source")) == ("closed", "webhook")
+        assert len(fake.calls("GET", "/repos/octo/repo/issues/1")) == 1  # asked once, before reopening anything
+
+
+def test_s4_an_item_listed_again_forgets_an_earlier_404(gh_env: LoopEnv, plugin_host: Any) -> None:
+    from the_loop.interfaces import ServiceContext
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
+        source = in_process_source(gh_env, plugin_host, fake, [REPO])
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        source.store.update_section(REF1, "control", {"command": "start", "source": "cli", "actor": "alice"})
+        fake.items[(REPO, 1)].labels = []  # unlisted: asked, and a blip answers 404
+        fake.fault("GET", "/repos/octo/repo/issues/1", status=404, times=1)
+        source.poll_once(context)
+        assert source.clocks.read()[REF1].get("missingAt")
+        fake.items[(REPO, 1)].labels = [AUTO]  # listed again: it exists
+        source.poll_once(context)
+        assert not source.clocks.read()[REF1].get("missingAt")
+        fake.items[(REPO, 1)].labels = []  # much later, one more blip
+        fake.fault("GET", "/repos/octo/repo/issues/1", status=404, times=1)
+        source.poll_once(context)
+        assert "ended" not in (source.store.read(REF1) or {})  # one 404 is a blip, not a deletion
+
+
+def test_r12_a_capped_pull_request_listing_warns_and_closes_nothing(
+    gh_env: LoopEnv, plugin_host: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``/pulls`` cannot filter by label: past its cap the listing is partial, said so once, and never closes."""
+    from the_loop.interfaces import ServiceContext
+    from the_loop_github.poll import PULLS_LIMIT
+
+    with FakeGitHub(tokens={TOKEN: BOT}) as fake:
+        fake.add_issue(REPO, 1, labels=[AUTO], author="alice", pull_request=True)  # the oldest: past the cap
+        for number in range(2, PULLS_LIMIT + 3):
+            fake.add_issue(REPO, number, pull_request=True)
+        source = in_process_source(gh_env, plugin_host, fake, [REPO], monitor={"issues": False})
+        source.store.update_section(REF1, "control", {"command": "start", "source": "cli", "actor": "alice"})
+        context = ServiceContext(config=source.config, should_stop=lambda: False)
+        source.poll_once(context)
+        source.poll_once(context)
+        assert not fake.calls("GET", "/repos/octo/repo/issues/1")  # not listed, but the listing was not whole
+        warnings = [line for line in capsys.readouterr().err.splitlines() if f"at least {PULLS_LIMIT}" in line]
+        assert len(warnings) == 1 and "open pull requests" in warnings[0]

@@ -105,12 +105,28 @@ def test_x4_ci_events_name_their_pull_requests_and_the_issues_their_branches_nam
     assert norm("check_suite", suite).work_items == ("github:octo/repo#2", "github:octo/repo#16")
     workflow = g.adapt(g.load("workflow_run.completed"))
     workflow["workflow_run"]["head_branch"] = "Issue-17-docs"
+    workflow["workflow_run"]["head_repository"]["full_name"] = "Octo/Repo"  # (GitHub's example names another)
     assert norm("workflow_run", workflow).work_items == ("github:octo/repo#17",)
     status = g.adapt(g.load("status"))
     status["branches"] = [{"name": "main"}, {"name": "issue-18"}, {"name": 5}]
     status_event = norm("status", status)
     assert status_event.work_items == ("github:octo/repo#18",) and status_event.pull_request is None
     assert status_event.unconfirmed == ("github:octo/repo#18",)
+
+
+def test_x4_a_fork_branch_names_no_issue_here() -> None:
+    """A fork's branch is named by an outsider: ``issue-15`` there routes nothing to #15 here (its PR still counts)."""
+    workflow = g.adapt(g.load("workflow_run.completed"))
+    workflow["workflow_run"].update(head_branch="issue-15", head_repository={"full_name": "mallory/repo"})
+    assert norm("workflow_run", workflow).work_items == ()
+    suite = g.adapt(g.load("check_suite.completed"))
+    suite["check_suite"].update(head_branch="issue-15", head_repository={"full_name": "mallory/repo"})
+    assert norm("check_suite", suite).work_items == ("github:octo/repo#2",)
+    run = g.adapt(g.load("check_run.completed"))
+    run["check_run"]["check_suite"].update(head_branch="issue-15", head_repository={"full_name": "mallory/repo"})
+    assert norm("check_run", run).work_items == ("github:octo/repo#2",)
+    run["check_run"]["check_suite"]["head_repository"] = {"full_name": "octo/repo"}  # its own branch: named
+    assert norm("check_run", run).work_items == ("github:octo/repo#2", "github:octo/repo#15")
 
 
 @pytest.mark.parametrize(

@@ -212,6 +212,8 @@ def _ci(example: str, **changes: Any) -> dict[str, Any]:
     for pulls in (run.get("pull_requests"), (run.get("check_suite") or {}).get("pull_requests")):
         for pull in pulls or []:
             pull["number"] = 20
+    if isinstance(run.get("head_repository"), dict):  # GitHub's example names another repository: a fork's
+        run["head_repository"]["full_name"] = payload["repository"]["full_name"]
     run.update(changes)
     return payload
 

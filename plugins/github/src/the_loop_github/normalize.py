@@ -201,12 +201,23 @@ def _ci_conclusion(event: str, payload: Mapping[str, Any]) -> str:
     return "failure" if conclusion in FAILING_CONCLUSIONS else conclusion[:SHORT_CAP]
 
 
+def _from_fork(event: str, payload: Mapping[str, Any]) -> bool:
+    """Whether the CI ran on another repository's branch (a fork): its branch name, chosen by an outsider, names
+    nothing here. Judged on the head repository the payload names; none named means the event's own."""
+    run = _dict(payload.get(event))
+    head = _dict(run.get("head_repository") or _dict(run.get("check_suite")).get("head_repository"))
+    name = _str(head.get("full_name")) or ""
+    own = _str(_dict(payload.get("repository")).get("full_name")) or ""
+    return bool(name and own) and name.lower() != own.lower()
+
+
 def _ci_refs(event: str, payload: Mapping[str, Any]) -> tuple[list[WorkItemRef], list[WorkItemRef]]:
     """X4: the pull requests a CI event names, then the issues its branches name (those unconfirmed, X5)."""
     from the_loop_github.linkage import branch_refs
 
     pulls = [ref for ref in (ref_for(payload, n) for n in _pull_request_numbers(event, payload)) if ref is not None]
-    branches = [ref for name in _ci_branches(event, payload) for ref in branch_refs(payload, name)]
+    names = [] if _from_fork(event, payload) else _ci_branches(event, payload)
+    branches = [ref for name in names for ref in branch_refs(payload, name)]
     pulls = list(dict.fromkeys(pulls))
     return pulls, [ref for ref in dict.fromkeys(branches) if ref not in pulls]
 

@@ -37,7 +37,7 @@ from the_loop.registry import SessionRegistry
 from the_loop.store import WorkItemStore
 from the_loop_github.linkage import linked_refs
 from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
-from the_loop_github.refs import DEFAULT_HOST, SCHEME, ref_for
+from the_loop_github.refs import DEFAULT_HOST, SCHEME, host_of, ref_for
 from the_loop_github.ticketing import MARKER, GitHubTicketProvider, TokenMissing
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ __all__ = ["ApiError", "GitHubPollSource", "RateLimited"]
 
 PAGE = 100
 LIST_LIMIT = 200  # per repository listing (B R12)
+PULLS_LIMIT = 1000  # the /pulls fallback lists every open pull request (no label filter there), labelled or not
 COMMENT_PAGES = 30  # a thread longer than 3,000 comments per surface fails the item rather than half-reading it
 SEEN_CAP = 2000
 REPROBE_EVERY_CYCLES = 60
@@ -380,6 +381,7 @@ class GitHubPollSource(PollSource):
                 listed.append((item, refs))
                 open_refs.update(str(ref) for ref in refs)
         clocks: dict[str, dict[str, str]] = {}
+        missing = self.clocks.read()
         try:
             for item, refs in listed:
                 if context.should_stop():
@@ -400,6 +402,8 @@ class GitHubPollSource(PollSource):
                         will_retry=True,
                     )
                 clocks[str(refs[-1])] = {"lastPolledAt": _now_stamp()}
+                if missing.get(str(refs[-1]), {}).get("missingAt"):  # listed again: one later 404 is a blip again
+                    clocks[str(refs[-1])]["missingAt"] = ""
         finally:
             self.clocks.update(clocks)
         return whole
@@ -418,10 +422,10 @@ class GitHubPollSource(PollSource):
         if held is not None and self.cycle_number - held[0] < REPROBE_EVERY_CYCLES:
             cycle.scopesSkipped.append(scope.name)
             if held[1] and self.monitor_pulls:
-                return self._list_pulls(scope, params), False
+                return self._list_pulls(scope, params)[0], False
             raise ScopeSkipped(scope.name)
         if not self.monitor_issues:
-            return self._list_pulls(scope, params), True
+            return self._list_pulls(scope, params)
         try:
             rows, _ = self.client.get_all(
                 scope.host, f"{scope.api}/issues", {**params, "labels": ",".join(self.labels)}, LIST_LIMIT
@@ -445,28 +449,36 @@ class GitHubPollSource(PollSource):
             if not (issues_only and self.monitor_pulls):
                 raise
             cycle.scopesFailed.append({"scope": scope.name, "error": str(exc)[:300], "permanent": True})
-            return self._list_pulls(scope, params), False
+            return self._list_pulls(scope, params)[0], False
         if held is not None:
             del self.quarantine[scope.name]
             events.emit("poll.scope_recovered", provider=SCHEME, scope=scope.name)
-        if len(rows) >= LIST_LIMIT and scope.name not in self.capped:  # B §4: the rest is never listed
-            self.capped.add(scope.name)
-            print(
-                f"warning: {scope.name} has at least {LIST_LIMIT} open labelled items; only the {LIST_LIMIT} most "
-                "recently updated are polled (older ones: no comments read, tracked ones asked for closure)",
-                file=sys.stderr,
-                flush=True,
-            )
+        if len(rows) >= LIST_LIMIT:  # B §4: the rest is never listed
+            self._warn_capped(scope, LIST_LIMIT, "open labelled items")
         kept = [row for row in rows if isinstance(row, dict) and self._wanted(scope, row)]
         return (kept if self.monitor_pulls else [row for row in kept if "pull_request" not in row]), True
 
-    def _list_pulls(self, scope: Scope, params: dict[str, Any]) -> list[dict[str, Any]]:
-        rows, _ = self.client.get_all(scope.host, f"{scope.api}/pulls", params, LIST_LIMIT)
+    def _warn_capped(self, scope: Scope, limit: int, what: str) -> None:
+        if scope.name not in self.capped:  # once per process, not every cycle
+            self.capped.add(scope.name)
+            print(
+                f"warning: {scope.name} has at least {limit} {what}; only the {limit} most recently updated are "
+                "polled (older ones: no comments read, tracked ones asked for closure)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _list_pulls(self, scope: Scope, params: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+        """The labelled open pull requests, judged here (``/pulls`` has no label filter), and whether the listing
+        was whole: a capped one never closes anything, since what it left out may well be open."""
+        rows, _ = self.client.get_all(scope.host, f"{scope.api}/pulls", params, PULLS_LIMIT)
         kept = []
         for row in rows:
             if isinstance(row, dict) and self._wanted(scope, row):
                 kept.append({**row, "pull_request": {"html_url": row.get("html_url"), "merged_at": None}})
-        return kept
+        if len(rows) >= PULLS_LIMIT:
+            self._warn_capped(scope, PULLS_LIMIT, "open pull requests")
+        return kept, len(rows) < PULLS_LIMIT
 
     def _wanted(self, scope: Scope, row: Mapping[str, Any]) -> bool:
         """Every required label, judged on the labels returned (B R13); a dropped item is reported once per change
@@ -493,7 +505,7 @@ class GitHubPollSource(PollSource):
 
     def _refs(self, scope: Scope, item: Mapping[str, Any]) -> list[WorkItemRef]:
         """The item's refs, linked issues first and the item itself last (X3)."""
-        payload = {"repository": scope.repository()}
+        payload = {"repository": _repository(scope, item)}
         ref = ref_for(payload, item.get("number"), item)
         if ref is None:
             return []
@@ -512,6 +524,10 @@ class GitHubPollSource(PollSource):
         if "ended" in record:
             from the_loop import closing
 
+            # the listing may predate a close the webhook just ended it by: GitHub's answer now decides
+            data, _, _ = self.client.get(scope.host, f"{scope.api}/issues/{item['number']}")
+            if not isinstance(data, dict) or data.get("state") != "open":
+                return
             closing.work_item_reopened(self.config, ref, actor="", source="poll")  # first sight again below
         owner = self._ledger_owner(ref, refs[:-1]) if is_pull else ref
         ledger = self._read_ledger(owner, ref)
@@ -792,7 +808,7 @@ class GitHubPollSource(PollSource):
         delivery = f"poll-presence-{ref}-{uuid.uuid4()}"
         payload = {
             "action": "labeled",
-            "repository": scope.repository(),
+            "repository": _repository(scope, item),
             "sender": item.get("user") or {},
             "label": {"name": self.labels[0] if self.labels else ""},
             ("pull_request" if "pull_request" in item else "issue"): _subject(item),
@@ -810,7 +826,7 @@ class GitHubPollSource(PollSource):
         subject_key = "pull_request" if comment.event != "issue_comment" else "issue"
         payload: dict[str, Any] = {
             "action": "submitted" if comment.event == "pull_request_review" else "created",
-            "repository": scope.repository(),
+            "repository": _repository(scope, item),
             "sender": comment.raw.get("user") or {},
             subject_key: _subject(item),
             ("review" if comment.event == "pull_request_review" else "comment"): comment.raw,
@@ -915,6 +931,7 @@ class GitHubPollSource(PollSource):
             for name, endpoint in record.sessions.items()
             if name != record.work_item and endpoint.live
         }
+        listed = {ref.lower() for ref in open_refs}  # owner/repo compare case-insensitively, as GitHub's do
         ledger_only: list[str] = []
         owners: dict[str, str] = {}  # pull request → the record whose pullRequests keeps its ledger
         for record in self._records():
@@ -938,7 +955,7 @@ class GitHubPollSource(PollSource):
                 ref = parse_ref(text)
             except RefError:
                 return None
-            if text in open_refs or not any(scope.owns(ref) for scope in complete) or self._closing(ref):
+            if text.lower() in listed or not any(scope.owns(ref) for scope in complete) or self._closing(ref):
                 return None
             return ref
 
@@ -981,9 +998,6 @@ class GitHubPollSource(PollSource):
         """Ask GitHub whether ``ref`` ended; close it through the one close path when it did. When unsure, keep
         the session. A pull request keeping its ledger in ``owner``'s record ends as the webhook's close would end
         it (its endpoint only, through the inbox), and its ``pullRequests`` entry is dropped."""
-        from the_loop import closing
-        from the_loop.router import principals
-
         host = ref.host or DEFAULT_HOST
         try:
             data, _, _ = self.client.get(host, f"/repos/{ref.owner}/{ref.repo}/issues/{ref.number}")
@@ -1002,28 +1016,31 @@ class GitHubPollSource(PollSource):
             return False
         pull = data.get("pull_request") if isinstance(data.get("pull_request"), dict) else None
         merged = bool(pull and pull.get("merged_at"))
-        reason = "pr-merged" if merged else "pr-closed" if pull is not None else "issue-closed"
         state = "merged" if merged else "closed"
         kind = "pull-request" if pull is not None else "issue"
-        actor = str((data.get("closed_by") or {}).get("login") or "")
         events.emit(
             "poll.closure_detected", work_item=str(ref), state=state, kind=kind, reason=data.get("state_reason")
         )
         self.cursors.pop(str(ref), None)
         self.pending.pop(str(ref), None)
         cycle.closures += 1
-        if owner is not None and pull is not None:  # that endpoint alone ends; the owner's session runs on
-            closing.pull_request_ended(self.config, owner, ref, reason=reason, delivery_id=f"poll-close-{ref}-{state}")
-            return True
-        closing.work_item_ended(
-            self.config,
-            ref,
-            reason=reason,
-            actor=actor,
-            authorized=bool(actor) and any(p.matches(SCHEME, actor) for p in principals(self.config)),
-            source="poll",
-            delivery_id=f"poll-close-{ref}-{state}",
+        # The webhook's close event, under its key (decision 6): whichever ingress comes second is refused by the
+        # inbox, and the router runs the one close path once (a pull request in its owner's record: that endpoint).
+        subject = {**_subject(data), "merged": merged}
+        payload = {
+            "action": "closed",
+            "repository": _repository(Scope(host, ref.owner, ref.repo), data),
+            "sender": data.get("closed_by") or {},
+            ("pull_request" if pull is not None else "issue"): subject,
+        }
+        event = normalize(
+            "pull_request" if pull is not None else "issues", f"poll-close-{ref}-{state}", payload, transport="poll"
         )
+        if isinstance(event, Drop):
+            return False
+        if owner is not None:
+            event = event.model_copy(update={"work_items": (owner, str(ref))})
+        self.inbox.put(event.dedupe_key, event.inbox_entry())
         return True
 
     def _deleted(self, ref: WorkItemRef, cycle: Cycle, owner: str | None) -> bool:
@@ -1152,6 +1169,22 @@ def _review(row: Any) -> Comment | None:
     if found is not None:
         found.created_at = found.updated_at = str(row.get("submitted_at") or "")
     return found
+
+
+def _repository(scope: Scope, item: Mapping[str, Any]) -> dict[str, Any]:
+    """The webhook's ``repository`` object in GitHub's own spelling, read from the item's ``html_url``: refs, record
+    files and close keys then match the webhook's whatever case ``repositories:`` is written in (decision 6). The
+    configured spelling only when the URL names another place (a transfer) or none."""
+    url = item.get("html_url")
+    host = host_of(url)
+    parts = urlsplit(str(url)).path.strip("/").split("/") if host else []
+    if (
+        host == scope.host
+        and len(parts) >= 2
+        and f"{parts[0]}/{parts[1]}".lower() == f"{scope.owner}/{scope.repo}".lower()
+    ):
+        return {"full_name": f"{parts[0]}/{parts[1]}", "html_url": f"https://{host}/{parts[0]}/{parts[1]}"}
+    return scope.repository()
 
 
 def _scopes(config: LoadedConfig) -> list[Scope]:
