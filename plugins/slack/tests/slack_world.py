@@ -77,6 +77,18 @@ class Loop:
 
         return channels.binding(self.config, "slack", ref)
 
+    def thread(self, ref: str = REF) -> tuple[str, str]:
+        """(channel id, thread ts) of the work item's bound conversation; it must have one."""
+        bound = self.binding(ref)
+        assert bound is not None
+        return bound["channel"], bound["thread"]
+
+    def poll(self) -> dict[str, int]:
+        """One read cycle over every bound thread (``channels poll``), in this process."""
+        from the_loop import channels
+
+        return channels.read_cycle(self.config, self.channel())
+
     def route(self) -> int:
         from the_loop.router import route_pending
 

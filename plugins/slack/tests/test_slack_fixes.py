@@ -21,30 +21,20 @@ from the_loop.refs import parse_ref
 from the_loop.registry import SessionRegistry
 
 
-def bound_thread(loop: Loop) -> tuple[str, str]:
-    bound = loop.binding()
-    assert bound is not None
-    return bound["channel"], bound["thread"]
-
-
-def poll(loop: Loop) -> dict[str, int]:
-    return channels.read_cycle(loop.config, loop.channel())
-
-
 def test_a_cleanup_keeps_the_thread_cursor_so_a_relayed_command_is_never_relayed_again(loop: Loop) -> None:
     from the_loop import closing
 
     loop.reload(publish=["work-item.reply", "control.command"])
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     ts = loop.slack.add_message(channel, user=DANA, text="the-loop pause", thread_ts=thread)
-    assert poll(loop)["accepted"] == 1
+    assert loop.poll()["accepted"] == 1
     relayed = [c for c in loop.comments() if c.startswith("the-loop pause")]
     assert len(relayed) == 1
     closing.cleanup(loop.config, REF, actor="octocat", source="cli", runner=loop.runner)
     assert SessionRegistry(loop.config.state).load(REF) is None  # the local record (and its cursor copy) is gone
     assert channels.cursor(loop.config, "slack", REF, thread) == ts
-    counts = poll(loop)
+    counts = loop.poll()
     assert counts["accepted"] == 0
     assert [c for c in loop.comments() if c.startswith("the-loop pause")] == relayed
 
@@ -92,7 +82,7 @@ def test_a_failed_claim_holds_the_thread_cursor_before_that_message(
     loop: Loop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     first = loop.slack.add_message(channel, user=DANA, text="message A", thread_ts=thread)
     loop.slack.add_message(channel, user=DANA, text="message B", thread_ts=thread)
     put = Inbox.put
@@ -103,10 +93,10 @@ def test_a_failed_claim_holds_the_thread_cursor_before_that_message(
         return put(self, key, entry)
 
     monkeypatch.setattr(Inbox, "put", failing_put)
-    assert poll(loop)["accepted"] == 0
+    assert loop.poll()["accepted"] == 0
     assert channels.cursor(loop.config, "slack", REF, thread) == ""  # not moved past A
     monkeypatch.setattr(Inbox, "put", put)
-    assert poll(loop)["accepted"] == 2
+    assert loop.poll()["accepted"] == 2
     loop.route()
     pasted = harness.wait_for_submitted(3)[1:]
     assert "message A" in pasted[0] and "message B" in pasted[1]
@@ -114,7 +104,7 @@ def test_a_failed_claim_holds_the_thread_cursor_before_that_message(
 
 def test_a_slow_root_post_never_holds_up_a_reply_claim(loop: Loop) -> None:
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.delays["chat.postMessage"] = 2.0
     opener = threading.Thread(
         target=channels.open_conversation,

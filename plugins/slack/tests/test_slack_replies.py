@@ -14,16 +14,6 @@ from the_loop.inbox import Inbox
 STRANGER = "U0STRANGER"
 
 
-def bound_thread(loop: Loop) -> tuple[str, str]:
-    bound = loop.binding()
-    assert bound is not None
-    return bound["channel"], bound["thread"]
-
-
-def poll(loop: Loop) -> dict[str, int]:
-    return channels.read_cycle(loop.config, loop.channel())
-
-
 def reactions(loop: Loop) -> list[str]:
     return [call.params["name"] for call in loop.slack.posts("reactions.add")]
 
@@ -31,12 +21,12 @@ def reactions(loop: Loop) -> list[str]:
 def test_d8_an_allow_listed_reply_in_a_dm_thread_is_mirrored_then_pasted_into_the_session(loop: Loop) -> None:
     loop.reload(channel="D0DIRECT")
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     assert channel == "D0DIRECT"
     ts = loop.slack.add_message(
         channel, user=DANA, text="use <!channel> tabs <!-- pasted -->, ping a@b.example", thread_ts=thread
     )
-    assert poll(loop)["accepted"] == 1
+    assert loop.poll()["accepted"] == 1
     assert channels.cursor(loop.config, "slack", REF, thread) == ts
     assert loop.route() == 1
     mirrored = loop.comments()[-1]
@@ -53,11 +43,11 @@ def test_d8_an_allow_listed_reply_in_a_dm_thread_is_mirrored_then_pasted_into_th
 def test_a_poll_reads_every_page_and_never_takes_a_message_twice(loop: Loop) -> None:
     loop.slack.page_size = 2
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     for n in range(5):
         loop.slack.add_message(channel, user=DANA, text=f"part {n}", thread_ts=thread)
-    assert poll(loop)["accepted"] == 5
-    assert poll(loop)["messages"] == 0  # the cursor holds
+    assert loop.poll()["accepted"] == 5
+    assert loop.poll()["messages"] == 0  # the cursor holds
     loop.route()
     pasted = harness.wait_for_submitted(6)[1:]
     assert all(f"part {n}" in pasted[n] for n in range(5))
@@ -65,9 +55,9 @@ def test_a_poll_reads_every_page_and_never_takes_a_message_twice(loop: Loop) -> 
 
 def test_d9_a_stranger_is_dropped_before_anything_is_read_or_written(loop: Loop) -> None:
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=STRANGER, text="rm -rf everything", thread_ts=thread)
-    assert poll(loop)["accepted"] == 0
+    assert loop.poll()["accepted"] == 0
     [dropped] = loop.events("channel.dropped")
     assert dropped["reason"] == "unauthorized-actor" and dropped["level"] == "warning"
     assert loop.route() == 0 and len(loop.comments()) == 1  # only the spawn announcement
@@ -78,10 +68,10 @@ def test_d9_a_stranger_is_dropped_before_anything_is_read_or_written(loop: Loop)
 def test_d10_the_bots_own_messages_are_dropped_self_authored_before_the_allow_list(loop: Loop) -> None:
     loop.reload(publish=["work-item.reply"])
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=BOT_USER, text="mine", thread_ts=thread)
     loop.slack.add_message(channel, user=DANA, text="relayed", thread_ts=thread, bot_id="BOTHER")
-    poll(loop)
+    loop.poll()
     dropped = loop.events("channel.dropped")
     assert [d["reason"] for d in dropped] == ["self-authored", "self-authored"]
     assert all("author" not in d for d in dropped)
@@ -89,9 +79,9 @@ def test_d10_the_bots_own_messages_are_dropped_self_authored_before_the_allow_li
 
 def test_d14_an_ungranted_control_keyword_is_dropped_and_never_reaches_the_session(loop: Loop) -> None:
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="the-loop stop", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     assert loop.events("channel.dropped")[0]["reason"] == "unpublishable-event"
     assert loop.route() == 0 and len(harness.submitted()) == 1
 
@@ -99,9 +89,9 @@ def test_d14_an_ungranted_control_keyword_is_dropped_and_never_reaches_the_sessi
 def test_d15_a_granted_control_keyword_is_relayed_unmarked_words_first_and_not_delivered(loop: Loop) -> None:
     loop.reload(publish=["work-item.reply", "control.command"])
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="the-loop pause", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     relayed = loop.comments()[-1]
     assert relayed.startswith("the-loop pause") and "the-loop:agent-comment" not in relayed
     assert '"type": "control.command"' in relayed
@@ -112,9 +102,9 @@ def test_d16_a_reply_with_no_session_is_recorded_and_dropped_undeliverable(loop:
     from the_loop.refs import parse_ref
 
     channels.open_conversation(loop.config, loop.channel(), parse_ref(REF), "event")  # bound, never spawned
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="anyone there?", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     loop.route()
     assert f"slack:{DANA}" in loop.comments()[-1]
     [dropped] = [d for d in loop.events("channel.dropped") if d["reason"] == "undeliverable"]
@@ -125,21 +115,21 @@ def test_d16_a_reply_with_no_session_is_recorded_and_dropped_undeliverable(loop:
 
 def test_edits_and_deletes_are_never_new_input(loop: Loop) -> None:
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="edited", thread_ts=thread, subtype="message_changed")
     loop.slack.add_message(channel, user=DANA, text="", thread_ts=thread, subtype="message_deleted")
-    poll(loop)
+    loop.poll()
     assert [d["reason"] for d in loop.events("channel.dropped")] == ["unsupported-subtype"] * 2
     assert loop.route() == 0 and len(harness.submitted()) == 1
 
 
 def test_a_failing_read_skips_the_thread_and_keeps_its_cursor(loop: Loop) -> None:
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="later", thread_ts=thread)
     loop.slack.fail("conversations.replies", 500, times=1)
-    assert poll(loop)["failed"] == 1 and channels.cursor(loop.config, "slack", REF, thread) == ""
-    assert poll(loop)["accepted"] == 1
+    assert loop.poll()["failed"] == 1 and channels.cursor(loop.config, "slack", REF, thread) == ""
+    assert loop.poll()["accepted"] == 1
 
 
 def test_an_empty_allow_list_lets_nobody_in(loop: Loop, monkeypatch: object) -> None:
@@ -154,9 +144,9 @@ def test_an_empty_allow_list_lets_nobody_in(loop: Loop, monkeypatch: object) -> 
     from the_loop.plugins import get_host
 
     loop.config = load_config(path, get_host())
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="hi", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     assert [d["reason"] for d in loop.events("channel.dropped")] == ["unauthorized-actor"]
     assert json.dumps(loop.events()).count("hi") == 0
 
@@ -167,11 +157,11 @@ def test_a_collaborator_granted_on_the_item_is_heard_in_its_thread_and_nowhere_e
     from the_loop.store import WorkItemStore
 
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     store = WorkItemStore(loop.config.state, config=loop.config)
     store.update_section(REF, "collaborators", {"users": [{"slack": STRANGER, "addedBy": "octocat"}]})
     loop.slack.add_message(channel, user=STRANGER, text="the widget should be blue", thread_ts=thread)
-    assert poll(loop)["accepted"] == 1
+    assert loop.poll()["accepted"] == 1
     assert loop.route() == 1
     assert "the widget should be blue" in harness.wait_for_submitted(2)[-1]
     assert loop.events("routing.routed")[-1]["collaborator"] is True

@@ -23,16 +23,6 @@ from the_loop.registry import SessionRegistry
 COLLABORATOR = "U0COLLAB"
 
 
-def bound_thread(loop: Loop) -> tuple[str, str]:
-    bound = loop.binding()
-    assert bound is not None
-    return bound["channel"], bound["thread"]
-
-
-def poll(loop: Loop) -> dict[str, int]:
-    return channels.read_cycle(loop.config, loop.channel())
-
-
 def drops(loop: Loop) -> list[str]:
     return [d["reason"] for d in loop.events("channel.dropped")]
 
@@ -42,12 +32,12 @@ def test_unauthorized_act_a_collaborator_may_reply_but_never_relay_a_control_key
 
     loop.reload(publish=["work-item.reply", "control.command"])
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     store = WorkItemStore(loop.config.state, config=loop.config)
     store.update_section(REF, "collaborators", {"users": [{"slack": COLLABORATOR, "addedBy": "octocat"}]})
     comments = len(loop.comments())
     loop.slack.add_message(channel, user=COLLABORATOR, text="the-loop stop", thread_ts=thread)
-    assert poll(loop)["accepted"] == 0
+    assert loop.poll()["accepted"] == 0
     assert drops(loop) == ["unauthorized-act"]
     assert len(loop.comments()) == comments and loop.route() == 0 and len(harness.submitted()) == 1
     assert not Inbox.for_config(loop.config).pending()
@@ -57,10 +47,10 @@ def test_no_bot_id_a_mention_while_the_bots_id_is_unknown_is_refused_privately_t
     loop: Loop,
 ) -> None:
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.fail("auth.test", 500)
     first = loop.slack.add_message(channel, user=DANA, text="<@UBOT0001> tabs please", thread_ts=thread)
-    assert poll(loop)["accepted"] == 0
+    assert loop.poll()["accepted"] == 0
     assert drops(loop) == ["no-bot-id"]
     [told] = loop.slack.posts("chat.postEphemeral")
     assert told.params["user"] == DANA and told.params["thread_ts"] == thread and "again" in told.params["text"]
@@ -68,7 +58,7 @@ def test_no_bot_id_a_mention_while_the_bots_id_is_unknown_is_refused_privately_t
     assert not Inbox.for_config(loop.config).pending() and loop.route() == 0
     loop.slack.heal()
     loop.slack.add_message(channel, user=DANA, text="<@UBOT0001> tabs please", thread_ts=thread)
-    assert poll(loop)["accepted"] == 1
+    assert loop.poll()["accepted"] == 1
     loop.route()
     pasted = harness.wait_for_submitted(2)[-1]
     assert "tabs please" in pasted and "UBOT0001" not in pasted  # the bot's own mention is not prose
@@ -78,9 +68,9 @@ def test_no_bot_id_a_mention_while_the_bots_id_is_unknown_is_refused_privately_t
 def test_a_keyword_after_the_bots_mention_is_a_control_command_not_prose(loop: Loop) -> None:
     loop.reload(publish=["work-item.reply", "control.command"])
     harness = loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="<@UBOT0001> the-loop pause", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     relayed = loop.comments()[-1]
     assert relayed.startswith("the-loop pause") and "(relayed from dana (slack:U0DANA))" in relayed
     assert loop.route() == 0 and len(harness.submitted()) == 1
@@ -91,10 +81,10 @@ def test_the_ticket_record_names_the_person_defangs_keywords_and_hides_secrets(
 ) -> None:
     monkeypatch.setenv("DEPLOY_API_TOKEN", "s3cr3t-deploy-value")
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     text = "looks fine\nthe-loop stop if it fails; key s3cr3t-deploy-value in /home/bob/notes"
     loop.slack.add_message(channel, user=DANA, text=text, thread_ts=thread)
-    assert poll(loop)["accepted"] == 1  # a keyword not opening the message is prose
+    assert loop.poll()["accepted"] == 1  # a keyword not opening the message is prose
     loop.route()
     mirrored = loop.comments()[-1]
     assert mirrored.startswith("Reply from dana (slack:U0DANA)")
@@ -108,9 +98,9 @@ def test_decision_10_a_reply_to_a_dead_session_respawns_it_and_is_delivered(loop
     own = SessionRegistry(loop.config.state).load(REF).own  # type: ignore[union-attr]
     assert own is not None
     loop.runner.kill(own.tmux_target)
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="still there?", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     assert loop.route() == 1
     assert loop.events("session.respawned")
     assert "still there?" in harness.wait_for_submitted(2)[-1]
@@ -119,9 +109,9 @@ def test_decision_10_a_reply_to_a_dead_session_respawns_it_and_is_delivered(loop
 
 def test_issue_368_the_binding_is_portable_and_the_thread_cursor_machine_local(loop: Loop) -> None:
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     ts = loop.slack.add_message(channel, user=DANA, text="noted", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     portable = json.loads(loop.config.state.portable_record("fake-octo-repo-15").read_text())
     assert portable["channels"]["slack"]["thread"] == thread and "cursors" not in portable["channels"]["slack"]
     local = json.loads(loop.config.state.local_record("fake-octo-repo-15").read_text())
@@ -192,7 +182,7 @@ def _cli(loop: Loop, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_channels_poll_runs_one_cycle_and_exits_1_when_skipped(loop: Loop) -> None:
     loop.spawn()
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="by hand", thread_ts=thread)
     done = _cli(loop, "poll", "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -208,9 +198,9 @@ def test_d16_a_reply_to_a_paused_session_is_recorded_and_dropped_undeliverable(l
 
     harness = loop.spawn()
     assert control.set_session_status(loop.config, parse_ref(REF), "paused")
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="while paused", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     loop.route()
     assert "while paused" in loop.comments()[-1]
     [dropped] = [d for d in loop.events("channel.dropped") if d["reason"] == "undeliverable"]
@@ -232,9 +222,9 @@ def test_verbosity_and_reaction_names_are_read_fail_closed(loop: Loop) -> None:
     loop.reload(verbosity="verbose")
     channels.publish(loop.config, "comment.agent", REF, text="the verbose body")
     assert [b["type"] for b in loop.slack.posts()[-1].params["blocks"]] == ["header", "section", "context"]
-    channel, thread = bound_thread(loop)
+    channel, thread = loop.thread()
     loop.slack.add_message(channel, user=DANA, text="ack me", thread_ts=thread)
-    poll(loop)
+    loop.poll()
     loop.route()
     harness.wait_for_submitted(2)
     assert [call.params["name"] for call in loop.slack.posts("reactions.add")] == ["thumbsup"]  # "" and bad: none
@@ -287,12 +277,12 @@ def test_a_poll_reads_only_open_work_items_and_stops_its_cycle_on_a_429(loop: Lo
     for item in items:
         channels.open_conversation(loop.config, loop.channel(), parse_ref(item), "event")
     closing.work_item_ended(loop.config, items[0], reason="issue-closed", actor="", authorized=False, source="webhook")
-    assert poll(loop)["threads"] == 2  # the ended one is no longer read
+    assert loop.poll()["threads"] == 2  # the ended one is no longer read
     read = [call.params["ts"] for call in loop.slack.posts("conversations.replies")]
     assert loop.binding(items[0])["thread"] not in read  # type: ignore[index]
     loop.slack.fail("conversations.replies", 429, retry_after=30)
     before = len(loop.slack.posts("conversations.replies"))
-    counts = poll(loop)
+    counts = loop.poll()
     assert counts["failed"] == 1 and len(loop.slack.posts("conversations.replies")) == before + 1
     assert loop.events("channel.read_failed")[-1]["retry_after"] == 30
 
