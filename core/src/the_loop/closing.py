@@ -30,7 +30,7 @@ from the_loop import events
 from the_loop.refs import WorkItemRef, parse_ref
 from the_loop.registry import Endpoint, SessionRecord, SessionRegistry
 from the_loop.state import StateError, atomic_write_json, locked, read_json
-from the_loop.tmux import TargetError, TmuxRunner, tmux_target
+from the_loop.tmux import TargetError, TerminateResult, TmuxRunner, tmux_target
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -246,16 +246,7 @@ def _end_tmux(
     if config.core.routing.tmux.kill_harness_on_close:
         ended = runner.terminate_harness(target, config.core.routing.tmux.harness_kill_grace_seconds)
         harness_ok, error = ended.ok, ended.error
-        _terminated(
-            work_item,
-            endpoint,
-            session.harness,
-            target,
-            ok=ended.ok,
-            error=ended.error,
-            terminated=list(ended.terminated),
-            killed=list(ended.killed),
-        )
+        _harness_ended(work_item, endpoint, session.harness, target, ended)
         if ended.error == "session_missing":
             return EndpointClose(endpoint, target, "gone", harness_ok, error)
     if runner.probe(target) == "absent":
@@ -307,6 +298,20 @@ def _terminated(
         ok=ok,
         error=error,
         **{key: value for key, value in pids.items() if value},
+    )
+
+
+def _harness_ended(work_item: str, endpoint: str, harness: str, target: str, ended: TerminateResult) -> None:
+    """``session.harness_terminated`` for what ``TmuxRunner.terminate_harness`` reported."""
+    _terminated(
+        work_item,
+        endpoint,
+        harness,
+        target,
+        ok=ended.ok,
+        error=ended.error,
+        terminated=list(ended.terminated),
+        killed=list(ended.killed),
     )
 
 
@@ -491,16 +496,7 @@ def _release_tmux(runner: TmuxRunner, work_item: str, name: str, session: Endpoi
     ended = runner.terminate_harness(target, grace)
     if ended.error == "session_missing":
         return ""
-    _terminated(
-        work_item,
-        name,
-        session.harness,
-        target,
-        ok=ended.ok,
-        error=ended.error,
-        terminated=list(ended.terminated),
-        killed=list(ended.killed),
-    )
+    _harness_ended(work_item, name, session.harness, target, ended)
     if not runner.kill(target):
         raise RuntimeError(f"tmux session {target} could not be killed")
     return target

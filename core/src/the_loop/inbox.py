@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
-from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked
+from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked, move_aside
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -373,19 +373,27 @@ class Inbox:
         lines = b"".join(_dumps({"digest": key_digest(key), "key": key, "forgotten": True}) + b"\n" for key in keys)
         if not lines:
             return
+        self.dir.mkdir(parents=True, exist_ok=True)  # a reopen can come before anything was ever put
         with locked(self._lock_path):
-            fd = os.open(self.completed_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, lines)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._completed()
+            self._append_completed(lines)
 
     def forget_mark(self) -> int:
         """How many tombstones this inbox has read: taken when an entry was handled, a later settle compares it."""
         self._completed()
         return self._forget_serial
+
+    def _append_completed(self, lines: bytes) -> None:
+        """Append ``lines`` to completed.jsonl with one fsync (the caller holds the inbox lock), then read them."""
+        created = not self.completed_path.exists()
+        fd = os.open(self.completed_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, lines)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _sync_dir(self.dir)
+        self._completed()
 
     def _remember(self, entries: tuple[InboxEntry, ...]) -> None:
         """Append the entries' keys to completed.jsonl with one fsync; compact it to the newest keys when long."""
@@ -398,16 +406,7 @@ class Inbox:
             + b"\n"
             for entry in entries
         )
-        created = not self.completed_path.exists()
-        fd = os.open(self.completed_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, lines)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            _sync_dir(self.dir)
-        self._completed()
+        self._append_completed(lines)
         if self._completed_lines >= 2 * self.completed_limit:
             atomic_write_bytes(self.completed_path, b"".join(raw for _, raw in self._completed_tail))
 
@@ -506,13 +505,7 @@ class Inbox:
         return InboxEntry(name, record["key"], record["entry"], record.get("attempts", 0), next_at, record)
 
     def _quarantine(self, path: Path, problem: str) -> None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = path.with_name(f"{path.name}.corrupt-{stamp}")
-        counter = 1
-        while target.exists():
-            counter += 1
-            target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
-        os.replace(path, target)
+        target = move_aside(path)
         events.emit("inbox.quarantined", level="warning", path=str(path), moved_to=str(target), error=problem)
         print(f"warning: inbox entry {path} {problem}; moved it aside to {target.name}", file=sys.stderr)
 

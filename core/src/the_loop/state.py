@@ -367,18 +367,24 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return value  # type: ignore[return-value]
 
 
-def quarantine_if_corrupt(path: Path) -> Path | None:
-    """Move a corrupt file aside as ``<name>.corrupt-<timestamp>`` so a write never silently destroys it."""
-    if load_json(path) is not Corrupt:
-        return None
+def move_aside(path: Path) -> Path:
+    """Rename ``path`` to a free ``<name>.corrupt-<timestamp>[-<n>]`` beside it and return that; raises OSError."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = path.with_name(f"{path.name}.corrupt-{stamp}")
     counter = 1
     while target.exists():
         counter += 1
         target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
+    os.replace(path, target)
+    return target
+
+
+def quarantine_if_corrupt(path: Path) -> Path | None:
+    """Move a corrupt file aside as ``<name>.corrupt-<timestamp>`` so a write never silently destroys it."""
+    if load_json(path) is not Corrupt:
+        return None
     try:
-        os.replace(path, target)
+        target = move_aside(path)
     except OSError as exc:
         raise StateError(f"cannot move corrupt {path} aside: {exc.strerror}") from None
     from the_loop import events
