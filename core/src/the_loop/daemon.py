@@ -5,6 +5,8 @@ Start-up order matters so that a daemon that cannot work never looks alive, even
 loads ``env.file``) → point the event log at it, with the service's name as the source → refuse an unknown,
 disabled or misconfigured service, or a missing dependency, *before* locking → remove a stale unlocked pidfile →
 take the pidfile lock (held → ``daemon.blocked``) → run the service's target until SIGTERM/SIGINT → release.
+While it runs, the router (and the poller, each cycle) act on the config in force: an edited file is loaded again
+(:mod:`the_loop.config_watch`); what a running listener or server bound at start (port, path) needs a restart.
 """
 
 from __future__ import annotations
@@ -116,18 +118,20 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     print(f"{name}: started (pid {os.getpid()}; config {config.ref.path})", file=sys.stderr, flush=True)
     code = 0
     try:
+        from the_loop.config_watch import ConfigWatcher
         from the_loop.router import route_pending, start_routing
         from the_loop.webterminal import serving
 
+        latest = ConfigWatcher(config, app.host).current  # edits to the file apply without a restart (issue-222)
         with serving(config, spec.ingress):  # routing.webTerminal: a ttyd child for as long as an ingress runs
             # The router works the inbox beside the service (routing.enabled): one worker per state root.
-            router = start_routing(config, stop) if spec.ingress and not once else None
+            router = start_routing(config, stop, latest) if spec.ingress and not once else None
             if spec.ingress and not once:  # the undelivered-queue drainer and the channel poll readers
                 from the_loop.channels import start_background
 
                 start_background(config, stop)
             try:
-                _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once))
+                _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once, latest=latest))
                 if spec.ingress and once:
                     route_pending(config)  # the cron form routes what its cycle accepted
             finally:

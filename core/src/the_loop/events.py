@@ -34,6 +34,8 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("config.unknown_key", "a config key no core or plugin section claims was ignored"),
     _t("config.retired_key", "a retired config key refused a start; run the-loop migrate-config"),
     _t("config.migrated", "migrate-config rewrote retired keys"),
+    _t("config.reloaded", "a running service loaded the edited config file (changed: the top-level keys that differ)"),
+    _t("config.reload_failed", "an edited config file did not load; the service keeps the last good config"),
     _t("state.quarantined", "a state file that did not parse was moved aside before being replaced"),
     _t("state.index_failed", "portable/index.json could not be rebuilt; the records themselves were written"),
     _t("daemon.started", "a service took its lock and started"),

@@ -102,11 +102,17 @@ class Attribute:
 
 @dataclass
 class ServiceContext:
-    """What a running service gets: the loaded config, a stop flag it must honour, and ``once`` for one cycle."""
+    """What a running service gets: the loaded config (and the one in force now), a stop flag it must honour, and
+    ``once`` for one cycle."""
 
     config: LoadedConfig
     should_stop: Callable[[], bool]
     once: bool = False
+    latest: Callable[[], LoadedConfig] | None = None  # the daemon's ConfigWatcher.current
+
+    def current_config(self) -> LoadedConfig:
+        """The config in force now: reloaded when the file's content changed (issue-222), else ``config``."""
+        return self.latest() if self.latest is not None else self.config
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ an event a source put in the inbox — the only evidence of delivery a ledger ma
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -169,6 +170,8 @@ def run_service(ctx: ServiceContext) -> None:
     cycles = 0
     while not ctx.should_stop():
         began = time.monotonic()
+        ctx, sources, interval = _follow_config(ctx, sources, interval)
+        heartbeat.data["intervalSeconds"] = interval
         cycle = run_cycle(ctx, sources)
         cycles += 1
         heartbeat.record(cycle)
@@ -181,12 +184,29 @@ def run_service(ctx: ServiceContext) -> None:
     events.emit("poller.stopped", cycles=cycles)
 
 
+def _follow_config(
+    ctx: ServiceContext, sources: list[PollSource], interval: int
+) -> tuple[ServiceContext, list[PollSource], int]:
+    """The context, sources and interval for the next cycle: rebuilt when the config file was edited (issue-222).
+    A rebuilt source starts with empty conditional-request caches, so its first cycle pays a full read."""
+    config = ctx.current_config()
+    if config is ctx.config:
+        return ctx, sources, interval
+    give_back_attempts(sources)  # the old sources' in-flight counts; their entries stay in the inbox
+    ctx = dataclasses.replace(ctx, config=config)
+    return ctx, configured_sources(ctx), config.core.polling.interval_seconds
+
+
 def release_attempts(sources: list[PollSource]) -> None:
     """At a stop (B R9): once this process's router has finished the dispatch in hand, each source gives back the
     attempts it counted for events that were never delivered (``release_attempts``, where a source keeps a budget)."""
     for thread in threading.enumerate():
         if thread.name == ROUTER_THREAD and thread is not threading.current_thread():
             thread.join(timeout=ROUTER_STOP_SECONDS)
+    give_back_attempts(sources)
+
+
+def give_back_attempts(sources: list[PollSource]) -> None:
     for source in sources:
         release = getattr(source, "release_attempts", None)
         if callable(release):

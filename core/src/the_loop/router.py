@@ -27,6 +27,8 @@ from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.registry import SessionRegistry
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from the_loop.config import LoadedConfig
     from the_loop.inbox import InboxEntry
     from the_loop.interfaces import TicketProvider
@@ -581,14 +583,34 @@ def _cleanup_effect(report: Any) -> str:
     return "cleaned" if getattr(report, "found", True) else "nothing-to-clean"
 
 
-def inbox_handler(router: Router) -> Any:
-    """Adapt :meth:`Router.handle` to inbox entries (see :meth:`InboundEvent.inbox_entry`)."""
+class LiveRouter:
+    """The router for the config in force: rebuilt when the daemon's config watcher reloads the file, so an edit
+    (a user dropped from ``routing.authorizedUsers``, a repository added) applies to the next event (A25)."""
+
+    def __init__(self, latest: Callable[[], LoadedConfig]) -> None:
+        self.latest = latest
+        self._lock = threading.Lock()
+        self._config: LoadedConfig | None = None
+        self._router: Router | None = None
+
+    def __call__(self) -> Router:
+        config = self.latest()
+        with self._lock:
+            if self._router is None or config is not self._config:
+                self._config, self._router = config, Router(config)
+            return self._router
+
+
+def inbox_handler(router: Router | Callable[[], Router]) -> Any:
+    """Adapt :meth:`Router.handle` to inbox entries (see :meth:`InboundEvent.inbox_entry`); ``router`` may be a
+    :class:`LiveRouter`, asked for the current router per entry."""
 
     def handle(entry: InboxEntry) -> Outcome:
         if entry.data.get("type") != "inbound":
             events.emit("routing.dropped", level="error", reason="unknown-entry", delivery_id=entry.delivery_id)
             return Outcome("dropped", reason="unknown-entry")
-        return router.handle(InboundEvent.model_validate(entry.data["event"]), entry=entry.name)
+        current = router if isinstance(router, Router) else router()
+        return current.handle(InboundEvent.model_validate(entry.data["event"]), entry=entry.name)
 
     return handle
 
@@ -607,15 +629,19 @@ def route_pending(config: LoadedConfig) -> int:
         return 0
 
 
-def start_routing(config: LoadedConfig, should_stop: Any) -> threading.Thread | None:
+def start_routing(
+    config: LoadedConfig, should_stop: Any, latest: Callable[[], LoadedConfig] | None = None
+) -> threading.Thread | None:
     """Run the inbox worker with the router in a background thread of an ingress service (only one worker per
-    state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false."""
+    state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false. With
+    ``latest`` (the daemon's config watcher) each entry is routed under the config in force when it is handled."""
     if not config.core.routing.enabled:
         return None
     from the_loop.inbox import Inbox, InboxWorker
 
     workers = config.core.routing.max_concurrent_dispatches
-    worker = InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)), workers=workers)
+    router = LiveRouter(latest) if latest is not None else Router(config)
+    worker = InboxWorker(Inbox.for_config(config), inbox_handler(router), workers=workers)
     thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-router", daemon=True)
     thread.start()
     return thread
