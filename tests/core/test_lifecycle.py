@@ -14,11 +14,12 @@ import re
 import shutil
 import threading
 import time
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -29,6 +30,7 @@ from the_loop.config import ConfigError, LoadedConfig, load_config
 from the_loop.dispatcher import Dispatcher, Outcome
 from the_loop.fake_harness import FakeHarness
 from the_loop.hooks_sdk import HookServer, LifecycleHooks, handle_request
+from the_loop.interfaces import Channel, ChannelMessage
 from the_loop.lifecycle import (
     CONTEXTS,
     Decision,
@@ -403,6 +405,13 @@ def test_a_bare_yaml_on_key_is_the_on_list(tmp_path: Path) -> None:
     assert not config.warnings
 
 
+def test_l16a_on_accepts_every_point_of_the_one_catalog(tmp_path: Path) -> None:
+    """GAP L16(a): `on` is checked against the catalog the runner uses, so input_received is as good as the rest."""
+    points = ", ".join(lifecycle.POINTS)
+    config = load(tmp_path, f"hooks: [{{name: a, module: m, 'on': [{points}]}}]\n")
+    assert config.core.hooks[0].on == list(lifecycle.POINTS)
+
+
 def test_l2_a_path_resolves_beside_the_config_file_without_following_symlinks(tmp_path: Path) -> None:
     """issue-343 F10: the config's directory is where its link is, not where the link points."""
     real = tmp_path / "real"
@@ -719,6 +728,52 @@ def test_an_unreachable_or_erroring_remote_hook_is_a_failure(world: World) -> No
     assert world.events("hooks.failed")[0]["error"].startswith("ConnectError: ")
 
 
+class _Capture(BaseHTTPRequestHandler):
+    """A remote hook that records each request (headers and body) and answers ``result: null`` to its id."""
+
+    seen: list[tuple[dict[str, str], dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        request = json.loads(self.rfile.read(length))
+        type(self).seen.append((dict(self.headers), request))
+        body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": None}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        return
+
+
+def test_l11_a_remote_call_is_one_json_rpc_post_with_the_entrys_headers_and_a_fresh_id(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _Capture.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HOOK_TOKEN", "t0ken-value")
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        world.configure(hooks=[{"name": "h", "url": url, "tokenEnv": "HOOK_TOKEN", "headers": {"X-Team": "core"}}])
+        lifecycle.run(ctx_for("work_item_start", actor="alice"), world.config)
+        lifecycle.run(ctx_for("session_spawned"), world.config)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [request["id"] for _headers, request in _Capture.seen] == [1, 2]  # increments per executor
+    assert [request["method"] for _headers, request in _Capture.seen] == ["work_item_start", "session_spawned"]
+    headers, request = _Capture.seen[0]
+    assert request["jsonrpc"] == "2.0" and request["params"]["actor"] == "alice"
+    assert request["params"]["work_item"]["ref"] == REF
+    assert headers["Content-Type"] == "application/json" and headers["Accept"] == "application/json"
+    assert headers["X-Team"] == "core" and headers["Authorization"] == "Bearer t0ken-value"
+    assert not world.events("hooks.failed")
+    assert "t0ken-value" not in world.config.state.events_path.read_text()
+
+
 # ------------------------------------------------------------------------------- the points at the dispatcher
 
 
@@ -850,6 +905,27 @@ def test_a_respawn_asks_session_spawn_again_but_never_work_item_start(world: Wor
     ]
 
 
+def test_l8_a_refused_respawn_launches_nothing_and_the_input_is_settled(world: World, plugin_host: Any) -> None:
+    class NoRespawns:
+        @hookimpl
+        def loop_session_spawn(self, ctx: SessionSpawn) -> Decision | None:
+            return Decision(proceed=False, reason="no relaunch tonight") if ctx.respawn else None
+
+    plugin_host.register(NoRespawns(), "no-respawns")
+    harness = spawn(world)
+    target = world.record().own.tmux_target
+    world.runner.kill(target)
+
+    outcome = world.dispatcher.dispatch(event("are you there?", kind="comment", actor="alice"))
+
+    assert outcome == Outcome("dropped", reason="hook-refused", error="no relaunch tonight")
+    assert world.runner.probe(target) == "absent" and len(harness.records("start")) == 1
+    (failed,) = world.events("session.spawn_failed")
+    assert failed["error"] == "refused by a lifecycle hook: no relaunch tonight" and failed["will_retry"] is False
+    assert "no relaunch tonight" in world.comments()[-1]
+    assert [e["point"] for e in world.events("hooks.refused")] == ["session_spawn"]
+
+
 def test_a_plugin_implementing_the_points_refuses_a_start_like_a_declared_hook(world: World, plugin_host: Any) -> None:
     class Gate:
         the_loop_required = True
@@ -862,6 +938,93 @@ def test_a_plugin_implementing_the_points_refuses_a_start_like_a_declared_hook(w
     outcome = world.dispatcher.dispatch(event(spawn=True))
     assert outcome == Outcome("dropped", reason="hook-refused", error="freeze week")
     assert "freeze week" in world.comments()[0]
+
+
+def test_a_declared_hook_that_raises_stops_neither_the_dispatcher_nor_later_hooks(world: World, tmp_path: Path) -> None:
+    log = tmp_path / "later.jsonl"
+    world.configure(
+        hooks=[
+            {"name": "buggy", "module": "raises_at_points"},
+            recorder("later", log, {"session_spawn": {"prompt": "boot from the later hook"}}),
+        ]
+    )
+    harness = spawn(world)
+    assert harness.submitted()[0] == "boot from the later hook"  # the hook after the failing one was asked
+    assert world.dispatcher.dispatch(event("a comment", kind="comment", actor="alice")).status == "delivered"
+    assert harness.wait_for_submitted(2)[-1] == "a comment"
+    failed = [(e["point"], e["hook"], e["error"]) for e in world.events("hooks.failed")]
+    assert failed == [
+        ("session_spawn", "hooks:buggy", "RuntimeError: hook bug at spawn"),
+        ("input_received", "hooks:buggy", "RuntimeError: hook bug at input"),
+    ]
+    assert [c["point"] for c in calls(log)] == ["work_item_start", "session_spawn", "session_spawned", "input_received"]
+
+
+class _RecordingChannel(Channel):
+    """A conversation surface that keeps what it was asked to post."""
+
+    name = "recording"
+    posts: ClassVar[list[ChannelMessage]] = []
+
+    @classmethod
+    def enabled(cls, config: LoadedConfig) -> bool:
+        return True
+
+    def subscribed(self) -> tuple[str, ...]:
+        return ("work-item.closed",)
+
+    def open_conversation(self, ref: Any, title: str) -> dict[str, str]:
+        return {"channel": "C1", "thread": "T1"}
+
+    def publish(self, binding: Any, message: ChannelMessage) -> None:
+        type(self).posts.append(message)
+
+
+class _ChannelPlugin:
+    @hookimpl
+    def loop_register_channels(self) -> list[type[Channel]]:
+        return [_RecordingChannel]
+
+
+@pytest.mark.parametrize("announce", [False, True], ids=["announce-false", "default"])
+def test_e26_a_closing_ticket_skips_only_the_channel_post_when_a_hook_says_announce_false(
+    world: World, plugin_host: Any, tmp_path: Path, announce: bool
+) -> None:
+    from the_loop import closing
+
+    _RecordingChannel.posts = []
+    at_call: list[str] = []
+
+    class Watcher:
+        @hookimpl
+        def loop_work_item_complete(self, ctx: WorkItemComplete) -> None:
+            at_call.append(world.record().own.status)  # L10: asked before anything is cleared
+
+    plugin_host.register(_ChannelPlugin(), "recording")
+    plugin_host.register(Watcher(), "watcher")
+    answers = {} if announce else {"work_item_complete": {"announce": False}}
+    log = tmp_path / "complete.jsonl"
+    world.configure(hooks=[recorder("quiet", log, answers)])
+    spawn(world)
+    assert world.portable()["channels"]["recording"]["thread"] == "T1"  # a bound conversation
+
+    closing.work_item_ended(
+        world.config, REF, reason="issue-closed", actor="octocat", authorized=False, source="webhook"
+    )
+
+    assert at_call == ["active"]
+    (asked,) = calls(log, "work_item_complete")
+    assert (asked["ctx"]["state"], asked["ctx"]["source"], asked["ctx"]["actor"]) == ("closed", "webhook", "octocat")
+    ended = world.portable()["ended"]
+    assert (ended["state"], ended["reason"]) == ("closed", "issue-closed")
+    assert [e["work_item"] for e in world.events("work_item.ended")] == [REF]
+    assert world.record().own.status == "closed"
+    posted = [(m.event_type, m.work_item) for m in _RecordingChannel.posts]
+    if announce:
+        assert posted == [("work-item.closed", REF)]
+    else:
+        assert posted == []
+        assert [e["changed"] for e in world.events("hooks.decided")] == [["announce"]]
 
 
 # ------------------------------------------------------------------------------- once per arming, across processes
@@ -941,6 +1104,72 @@ def test_l4_a_one_shot_command_runs_hookless_when_the_declaration_cannot_load(op
     assert len(failed) == 1 and failed[0]["strict"] is False and "ghost" in failed[0]["error"]
 
 
+def test_l16b_sessions_reset_clears_the_mark_so_the_next_start_is_asked_again(operator: LoopEnv) -> None:
+    log = operator.tmp / "asked.jsonl"
+    configure(operator, [recorder("rec", log)])
+    assert operator.run("sessions", "start", "--work-item", REF).returncode == 0
+    assert "startedAt" in portable(operator)["lifecycle"]
+    assert len(calls(log, "work_item_start")) == 1
+
+    reset = operator.run("sessions", "reset", "--work-item", REF)
+    assert reset.returncode == 0, reset.stderr
+    assert "lifecycle" not in portable(operator)
+    assert operator.run("sessions", "start", "--work-item", REF).returncode == 0
+    assert len(calls(log, "work_item_start")) == 2
+
+
+def test_l9_a_refused_say_is_an_error_to_the_caller_and_nothing_is_delivered(operator: LoopEnv) -> None:
+    log = operator.tmp / "asked.jsonl"
+    configure(operator, [recorder("gate", log, {"input_received": {"proceed": False, "reason": "quiet hours"}})])
+    assert operator.run("sessions", "start", "--work-item", REF).returncode == 0
+
+    said = operator.run("sessions", "say", "--work-item", REF, "--text", "one more thing")
+
+    assert said.returncode == 1
+    assert said.stderr.strip() == f"error: not delivered to {REF}: quiet hours"
+    refused = [e for e in operator.events() if e["event"] == "hooks.refused"]
+    assert [(e["point"], e["hook"], e["reason"]) for e in refused] == [("input_received", "hooks:gate", "quiet hours")]
+    (asked,) = calls(log, "input_received")
+    assert (asked["ctx"]["source"], asked["ctx"]["text"]) == ("verb", "one more thing")
+    harnesses = list(operator.tmp.glob("*.jsonl"))
+    submitted = [
+        json.loads(line)["msg"] for path in harnesses for line in path.read_text().splitlines() if '"msg"' in line
+    ]
+    assert "one more thing" not in submitted
+
+
+def test_issue_393_ask_inside_a_session_runs_the_daemons_declared_hooks(operator: LoopEnv) -> None:
+    hooks_dir = operator.config_path.parent / "hooks"
+    hooks_dir.mkdir()
+    (hooks_dir / "polish.py").write_text(
+        "from the_loop.lifecycle import LifecycleHooks\n\n\n"
+        "class Polish(LifecycleHooks):\n"
+        "    def waiting_for_input(self, ctx):\n"
+        "        return {'question': ctx.question + ' (asked by the agent)'}\n"
+    )
+    configure(operator, [{"name": "polish", "path": "hooks/polish.py"}])
+
+    # As a session runs it: no -c, only what the dispatcher exports into the pane.
+    asked = operator.run(
+        "ask",
+        "--question",
+        "Blue or green?",
+        config=False,
+        THE_LOOP_CLI_CONFIG=str(operator.config_path),
+        THE_LOOP_WORK_ITEM=REF,
+    )
+
+    assert asked.returncode == 0, asked.stderr
+    comments = json.loads((operator.tmp / "tickets.json").read_text())["items"][REF]["comments"]
+    assert len(comments) == 1 and comments[0].startswith("Blue or green? (asked by the agent)")
+    logged = operator.events()
+    assert [e["hooks"] for e in logged if e["event"] == "hooks.loaded"] == [["polish"]]
+    decided = [e for e in logged if e["event"] == "hooks.decided"]
+    assert [(e["point"], e["hook"], e["changed"]) for e in decided] == [
+        ("waiting_for_input", "hooks:polish", ["question"])
+    ]
+
+
 def test_l3_a_daemon_loads_the_declaration_at_start(loop_env: LoopEnv) -> None:
     loop_env.env.update(
         PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS_CORE), str(FIXTURES), os.environ.get("PYTHONPATH")])),
@@ -985,3 +1214,59 @@ def test_the_points_the_hookspecs_declare_are_the_points_the_runner_knows() -> N
     assert declared == [f"loop_{point}" for point in lifecycle.POINTS]
     assert set(CONTEXTS) == set(lifecycle.POINTS)
     assert isinstance(WorkItemComplete().to_params()["work_item"], dict)
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_the_worked_example_of_each_executor_kind_runs_as_documented(
+    world: World, plugin_host: Any, serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/plugins/lifecycle.md: the module, path and url examples (and the plugin one) are run as written."""
+    import importlib.util
+
+    text = (ROOT / "docs" / "plugins" / "lifecycle.md").read_text(encoding="utf-8")
+    module_code, path_code, sidecar_code, plugin_code = _blocks(text, "python")
+    module_yaml, path_yaml, url_yaml = (yaml.safe_load(block)["hooks"] for block in _blocks(text, "yaml"))
+
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "roster_hooks.py").write_text(module_code)
+    monkeypatch.syspath_prepend(str(modules))
+    world.configure(hooks=module_yaml)
+    assert lifecycle.run(ctx_for("work_item_start", actor="alice"), world.config).proceed is True
+    refused = lifecycle.run(ctx_for("work_item_start", actor="mallory"), world.config)
+    assert (refused.proceed, refused.reason) == (False, "mallory is not on the roster")
+
+    rules = world.config.ref.path.parent / "hooks" / "house_rules.py"  # `path` is beside the config file
+    rules.parent.mkdir()
+    rules.write_text(path_code)
+    world.configure(hooks=path_yaml)
+    prompt = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config).prompt
+    assert prompt.startswith("House rules: ") and prompt.endswith("\n\nboot")
+
+    sidecar = tmp_path / "roster_sidecar.py"
+    sidecar.write_text(sidecar_code)
+    spec = importlib.util.spec_from_file_location("roster_sidecar", sidecar)
+    assert spec is not None and spec.loader is not None
+    side = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(side)  # not as __main__: the example's own server does not start
+    monkeypatch.setenv("ROSTER_TOKEN", "sidecar-token")
+    server = serve(side.Roster(), token_env="ROSTER_TOKEN")
+    (entry,) = url_yaml
+    world.configure(hooks=[{**entry, "url": server.url}])
+    refused = lifecycle.run(ctx_for("work_item_start", actor="carol"), world.config)
+    assert (refused.proceed, refused.reason) == (False, "not on roster")
+    assert lifecycle.run(ctx_for("work_item_start", actor="bob"), world.config).proceed is True
+
+    (params_example,) = [b for b in _blocks(text, "json") if '"method": "session_spawn"' in b]
+    params = json.loads(params_example)["params"]
+    assert list(params) == [*SessionSpawn.fact_names(), *SessionSpawn.decision_defaults()]
+
+    plugin = types.ModuleType("doc_plugin")
+    exec(compile(plugin_code, "lifecycle.md (plugin example)", "exec"), plugin.__dict__)
+    plugin_host.register(plugin, "doc-plugin")
+    private = CONTEXTS["session_spawned"](work_item=work_item_facts("fake:octo/private-x#1"))
+    assert lifecycle.run(private, world.config).announce is False
+    assert lifecycle.run(ctx_for("session_spawned"), world.config).announce is True

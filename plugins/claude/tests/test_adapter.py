@@ -3,6 +3,7 @@ the id check that keeps a ``--flag`` out of any argv. Scenario ids are from sess
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import pytest
 from the_loop.config import ConfigError, LoadedConfig
 from the_loop.harness import HarnessError, adapter_for, launch_argv
 from the_loop.interfaces import Launch
+from the_loop.testing import LoopEnv
 from the_loop_claude.adapter import ClaudeAdapter
 
 SESSION = "0b3e3f52-8a4c-4c1e-9d0f-2f4a1f7d9b10"
@@ -131,3 +133,24 @@ def test_the_adapter_declares_what_core_needs_to_host_it() -> None:
     capabilities = ClaudeAdapter.capabilities
     assert ClaudeAdapter.name == "claude"
     assert capabilities.tmux_hostable and capabilities.preassigned_session_id and capabilities.can_resume
+
+
+def test_plugins_lists_the_claude_adapter_with_its_capabilities(loop_env: LoopEnv) -> None:
+    listed = loop_env.run("plugins", "--format", "json", THE_LOOP_LOAD_PLUGINS="claude")
+    text = loop_env.run("plugins", THE_LOOP_LOAD_PLUGINS="claude")
+
+    assert listed.returncode == 0, listed.stderr
+    claude = {plugin["name"]: plugin for plugin in json.loads(listed.stdout)}["claude"]
+    assert claude["distribution"] == "the-loop-claude"
+    assert claude["contributions"]["harnesses"] == ["claude"]
+    assert claude["capabilities"] == {"claude": {"tmuxHostable": True, "preassignedSessionId": True, "canResume": True}}
+    assert "  harnesses: claude (tmux-hostable, pre-assigned session id, can resume)" in text.stdout.splitlines()
+
+
+def test_claude_alone_is_a_valid_default_harness(loop_env: LoopEnv) -> None:
+    loop_env.write_config('version: "0.12.0"\nrouting: {enabled: true, defaultHarness: claude}\n')
+
+    result = loop_env.run("config", "validate", THE_LOOP_LOAD_PLUGINS="claude")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("config OK:")

@@ -38,9 +38,14 @@ def read(path):
         return json.loads(path.read_text())
     except FileNotFoundError:
         return None
+    except ValueError:
+        return "unparsable"
 
-home = Path(os.environ["HOME"])
-seen = {{"config": read(home / ".claude.json"), "settings": read(home / ".claude" / "settings.json")}}
+# Where Claude Code looks: $CLAUDE_CONFIG_DIR, else ~/.claude for settings and ~/.claude.json for the config.
+override = os.environ.get("CLAUDE_CONFIG_DIR", "")
+base = Path(override or os.environ["HOME"])
+settings = (base if override else base / ".claude") / "settings.json"
+seen = {{"config": read(base / ".claude.json"), "settings": read(settings)}}
 with open(os.environ["FAKE_CLAUDE_SEEN"], "a") as handle:
     handle.write(json.dumps(seen) + "\\n")
 os.execv(sys.executable, [sys.executable, "-m", "the_loop.fake_harness", *sys.argv[1:]])
@@ -158,3 +163,39 @@ def test_c18_without_claude_on_path_no_tmux_session_is_created(claude: Claude) -
     assert len(claude.harness.records("start")) == 1
     assert claude.events("dispatch.failed")[-1]["error"] == outcome.error
     assert "d2" not in claude.own().recent_deliveries  # released, so a retry delivers it
+
+
+def test_c27_an_unparsable_claude_config_is_left_byte_identical_and_the_spawn_goes_ahead(
+    claude: Claude, home: Path
+) -> None:
+    broken = b'{"projects": {"/somewhere": '
+    (home / ".claude.json").write_bytes(broken)
+
+    outcome = claude.dispatcher.dispatch(WorkEvent(delivery_id="d1", work_item=REF, text="go", spawn=True))
+
+    assert outcome.status == "spawned", outcome
+    claude.harness.wait_ready(screen=lambda: claude.runner.capture(claude.own().tmux_target))
+    assert (home / ".claude.json").read_bytes() == broken
+    [first] = seen(claude.snapshots)
+    assert first["config"] == "unparsable"
+    assert first["settings"]["enabledPlugins"] == {"the-loop@the-loop": True}  # the other file was still prepared
+    [failed] = claude.events("workspace.trust_failed")
+    assert failed["level"] == "warning" and failed["harness"] == "claude" and ".claude.json" in failed["error"]
+    assert not claude.events("workspace.trusted")
+
+
+def test_c27_claude_config_dir_redirects_the_writes_the_harness_reads(
+    claude: Claude, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_dir = tmp_path / "claude-config"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config_dir))  # before the first tmux command: panes inherit it
+
+    outcome = claude.dispatcher.dispatch(WorkEvent(delivery_id="d1", work_item=REF, text="go", spawn=True))
+
+    assert outcome.status == "spawned", outcome
+    claude.harness.wait_ready(screen=lambda: claude.runner.capture(claude.own().tmux_target))
+    [first] = seen(claude.snapshots)
+    assert first["config"]["projects"][str(claude.work)]["hasTrustDialogAccepted"] is True
+    assert first["settings"]["skipDangerousModePermissionPrompt"] is True
+    assert (config_dir / ".claude.json").stat().st_mode & 0o777 == 0o600
+    assert list(home.iterdir()) == []  # nothing written under the home directory

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,16 @@ def test_c19_a_spawn_that_resolves_to_cursor_fails_naming_it_and_creates_no_sess
 @pytest.mark.parametrize(
     ("routing", "expected"),
     [
-        ("routing: {enabled: true, defaultHarness: cursor}", "'cursor' cannot be hosted in tmux"),
-        ("routing: {enabled: true}", "'claude' is not an installed harness adapter (installed: cursor)"),
+        (
+            "routing: {enabled: true, defaultHarness: cursor}",
+            "'cursor' cannot be hosted in tmux (it has no pre-assignable session id); "
+            "sessions need a tmux-hostable one (none installed",
+        ),
+        (
+            "routing: {enabled: true}",
+            "'claude' is not an installed harness adapter (installed: cursor); "
+            "sessions need a tmux-hostable one (none installed",
+        ),
     ],
     ids=["cursor-as-default", "default-claude-missing"],
 )
@@ -106,3 +115,27 @@ def test_with_only_cursor_installed_plugins_lists_it_with_its_capabilities(loop_
         "cursor": {"tmuxHostable": False, "preassignedSessionId": False, "canResume": False}
     }
     assert "  harnesses: cursor (not tmux-hostable, no pre-assignable session id, cannot resume)" in text.stdout
+
+
+def test_r10_a_routing_service_refuses_to_start_with_cursor_as_the_default_harness(loop_env: LoopEnv) -> None:
+    tests_core = Path(__file__).resolve().parents[3] / "tests" / "core"
+    loop_env.write_config(
+        'version: "0.12.0"\nrouting: {enabled: true, defaultHarness: cursor}\n'
+        "polling: {enabled: true, intervalSeconds: 60, sources: [{provider: fake}]}\n"
+    )
+
+    result = loop_env.run(
+        "daemon",
+        "run",
+        "poller",
+        "--once",
+        THE_LOOP_EXTRA_PLUGINS="plugins_for_tests.loop_test_plugin",  # a poll source named fake
+        PYTHONPATH=os.pathsep.join(filter(None, [str(tests_core), os.environ.get("PYTHONPATH")])),
+        **ONLY_CURSOR,
+    )
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "error: poller cannot start: routing.defaultHarness: 'cursor' cannot be hosted in tmux" in result.stderr
+    assert "Traceback" not in result.stderr
+    [failed] = [e for e in loop_env.events() if e["event"] == "daemon.failed"]
+    assert failed["service"] == "poller" and "'cursor'" in failed["problems"][0]

@@ -39,16 +39,18 @@ def harness_problems(config: LoadedConfig) -> list[str]:
     name = config.core.routing.default_harness
     adapters = get_host().harnesses()
     adapter = adapters.get(name)
+    hostable = sorted(n for n, cls in adapters.items() if cls.capabilities.tmux_hostable)
+    choices = ", ".join(hostable) or "none installed"
+    need = f"sessions need a tmux-hostable one ({choices}; e.g. pip install 'the-loop[claude]')"
     if adapter is None:
         installed = ", ".join(sorted(adapters)) or "none"
-        hostable = sorted(n for n, cls in adapters.items() if cls.capabilities.tmux_hostable)
         return [
-            f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed}); "
-            f"sessions need a tmux-hostable one ({', '.join(hostable) or 'none installed'}; "
-            "e.g. pip install 'the-loop[claude]')"
+            f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed}); {need}"
         ]
     if not adapter.capabilities.tmux_hostable:
-        return [f"routing.defaultHarness: {name!r} cannot be hosted in tmux (it has no pre-assignable session id)"]
+        return [
+            f"routing.defaultHarness: {name!r} cannot be hosted in tmux (it has no pre-assignable session id); {need}"
+        ]
     return []
 
 
