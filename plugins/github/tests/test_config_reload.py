@@ -22,7 +22,7 @@ def edit_config(env: LoopEnv, change: Callable[[dict[str, Any]], None]) -> None:
 
 
 def test_a25_dropping_a_user_from_the_config_applies_to_their_next_comment_without_a_restart(
-    loop: Callable[..., Loop],
+    loop: Callable[..., Loop],  # noqa: F811  (the fixture imported above)
 ) -> None:
     machine = loop()
     harness = start_work(machine)
@@ -53,7 +53,9 @@ def test_a25_dropping_a_user_from_the_config_applies_to_their_next_comment_witho
     assert len(machine.events("daemon.started")) == 1
 
 
-def test_issue_222_a_running_poller_reads_a_repository_added_to_the_config(world: Callable[..., World]) -> None:
+def test_issue_222_a_running_poller_reads_a_repository_added_to_the_config(
+    world: Callable[..., World],  # noqa: F811  (the fixture imported above)
+) -> None:
     w = world()
     w.fake.add_issue(REPO, 1, labels=["the-loop: auto-execute"], author="alice")
     w.fake.add_issue("octo/other", 2, labels=["the-loop: auto-execute"], author="alice")
