@@ -41,7 +41,7 @@ def test_an_unchanged_or_touched_file_keeps_the_same_config(watched: tuple[LoopE
     assert watcher.current() is first
     _bump(env.config_path)  # touched: the same text
     assert watcher.current() is first
-    assert not _events(env, "config.reloaded") and not _events(env, "config.reload_failed")
+    assert not _events(env, "config.reloaded") and not _events(env, "config.reload-failed")
 
 
 def test_an_edit_is_loaded_and_names_the_changed_top_level_keys(watched: tuple[LoopEnv, ConfigWatcher]) -> None:
@@ -60,7 +60,8 @@ def test_an_edit_is_loaded_and_names_the_changed_top_level_keys(watched: tuple[L
     [
         ("routing: [unclosed\n", "cli-config.yaml"),
         ("version: '0.12.0'\nrouting: {maxConcurrentDispatches: lots}\n", "routing.maxConcurrentDispatches"),
-        ("version: '0.12.0'\nstate: {root: /elsewhere}\n", "state.root changed"),
+        ("version: '0.12.0'\nstate: {root: /elsewhere}\n", "restart the services"),
+        ("version: '0.12.0'\nrouting: {registryDir: other}\n", "routing.registryDir"),
         ("version: '0.12.0'\nhooks: [{name: gone, module: no_such_module_anywhere}]\n", "gone"),
     ],
 )
@@ -73,7 +74,7 @@ def test_a_text_that_does_not_load_keeps_the_last_good_config_and_is_reported_on
     _bump(env.config_path)
     assert watcher.current() is first
     assert watcher.current() is first  # asked again: not loaded (nor reported) again
-    failed = _events(env, "config.reload_failed")
+    failed = _events(env, "config.reload-failed")
     assert len(failed) == 1 and named in failed[0]["error"]
 
     env.write_config({**BASE, "routing": {"authorizedUsers": ["dana"]}})  # fixed: the next edit applies
@@ -88,4 +89,4 @@ def test_a_file_missing_mid_save_keeps_the_config(watched: tuple[LoopEnv, Config
     assert watcher.current() is first
     env.write_config(BASE)  # saved back with the same text
     assert watcher.current() is first
-    assert not _events(env, "config.reload_failed")
+    assert not _events(env, "config.reload-failed")

@@ -4,8 +4,8 @@ A daemon loads its config once at start; an operator who edits the file (drops a
 ``routing.authorizedUsers``, adds a repository, changes a keyword) expects the running services to follow without a
 restart. :class:`ConfigWatcher` hands out the config in force: each call costs one ``stat`` of the file, and only a
 change of the file's *content* (its sha256, not just its mtime) loads it again. A new text that does not load — bad
-YAML, a bad value, a declared hook that cannot be imported, a moved ``state.root`` — is reported once
-(``config.reload_failed``) and the last good config stays in force, so a typo never stops a daemon.
+YAML, a bad value, a declared hook that cannot be imported, a moved state path — is reported once
+(``config.reload-failed``) and the last good config stays in force, so a typo never stops a daemon.
 """
 
 from __future__ import annotations
@@ -73,13 +73,16 @@ class ConfigWatcher:
         old = self._config
         try:
             new = load_config(self.path, self.host)
-            if new.state.root != old.state.root:  # the inbox, locks and pidfiles of this process live there
-                raise ConfigError(f"{self.path}: state.root changed; restart the services to move the state root")
+            if new.state != old.state:  # the inbox, locks, registry, log and pidfiles of this process live there
+                raise ConfigError(
+                    f"{self.path}: state.root, routing.registryDir, eventLog.path or webhooks.ghWebhook.pidfile "
+                    "changed; restart the services (the-loop restart) to move them"
+                )
             load_declared(new)  # L3: no declared hook this process cannot load
         except Exception as exc:  # whatever the new text does wrong, the last good config stays in force
             known = isinstance(exc, (ConfigError, HookLoadError))
             error = str(exc) if known else f"{type(exc).__name__}: {exc}"
-            events.emit("config.reload_failed", level="error", path=str(self.path), error=error)
+            events.emit("config.reload-failed", level="error", path=str(self.path), error=error)
             return
         self._config = new
         events.emit("config.reloaded", path=str(self.path), changed=_changed_keys(old.raw, new.raw))

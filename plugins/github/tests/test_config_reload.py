@@ -40,7 +40,7 @@ def test_a25_dropping_a_user_from_the_config_applies_to_their_next_comment_witho
     machine.env.config_path.write_text(machine.env.config_path.read_text() + "routing: [unclosed\n")
     machine.comment("still there?")
     machine.settled()
-    failed = machine.events("config.reload_failed")
+    failed = machine.events("config.reload-failed")
     assert len(failed) == 1 and str(machine.env.config_path) in failed[0]["error"]
     assert len([e for e in machine.events("routing.dropped") if e["reason"] == "unauthorized-actor"]) == 2
 
