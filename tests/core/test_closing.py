@@ -178,6 +178,23 @@ def test_c21_a_harness_ignoring_sigterm_is_killed_after_the_grace(world: World, 
     assert grace <= elapsed < grace + 2.0, elapsed
 
 
+def test_r28_a_retained_session_whose_harness_runs_is_never_reclaimed(world: World) -> None:
+    """killHarnessOnClose: false keeps the harness running in the retained pane; a later spawn for the item then
+    finds a live occupant and fails with the remedy rather than kill it (R17, R28)."""
+    world.configure(killHarnessOnClose=False)
+    harness = world.spawn()
+    result = close_session(world.config, REF, runner=world.runner)
+    assert [(e.tmux, e.harness_ok) for e in result.endpoints] == [("retained", None)]
+    assert world.runner.probe(TARGET) == "live" and harness.records("signal") == []
+    assert world.events("session.harness_terminated") == []
+    outcome = world.dispatcher.dispatch(WorkEvent(delivery_id="again", work_item=REF, text="start over", spawn=True))
+    assert outcome.status == "failed" and not outcome.will_retry
+    assert f"kill-session -t {TARGET}" in outcome.error
+    assert world.events("session.spawn_failed")[-1]["tmux_target"] == TARGET
+    assert world.runner.probe(TARGET) == "live" and len(harness.records("start")) == 1
+    assert len(harness.submitted()) == 1  # the occupant got nothing more than its boot prompt
+
+
 def test_c22_a_target_that_is_not_a_loop_session_is_never_signalled(world: World, tmux_shim: TmuxShim) -> None:
     human = FakeHarness(world.tmp / "human.jsonl")
     world.runner._run(["new-session", "-d", "-s", "work", "--", *human.argv()])
@@ -212,6 +229,22 @@ def test_cleanup_reports_a_failed_step_and_still_runs_the_others(world: World, t
     assert not any("=work" in call for call in tmux_shim.calls())
     [cleaned] = world.events("session.cleaned")
     assert cleaned["level"] == "warning" and cleaned["errors"] == report.errors and cleaned["actor"] == "dana"
+
+
+@pytest.mark.parametrize(("actor", "reason"), [("mallory", "unauthorized-actor"), ("", "no-actor")])
+def test_c26_an_unauthorized_close_closes_the_session_but_defers_cleanup(world: World, actor: str, reason: str) -> None:
+    from the_loop.closing import work_item_ended
+
+    harness = world.spawn()
+    report = work_item_ended(world.config, REF, reason="issue-closed", actor=actor, authorized=False, source="webhook")
+    assert report.closed == [REF] and not report.cleaned and report.deferred == reason
+    assert world.own().status == "closed"  # the record stays: nothing was cleaned up
+    assert harness.records("signal")[0]["ignored"] is False and world.runner.probe(TARGET) == "dead"  # retained
+    [deferred] = world.events("cleanup.deferred")
+    assert deferred["reason"] == reason and deferred["closed_as"] == "issue-closed"
+    assert world.events("session.cleaned") == [] and world.events("session.retained")
+    portable = WorkItemStore(world.config.state, url_for=lambda _ref: None).read(REF)
+    assert portable is not None and portable["ended"]["state"] == "closed"
 
 
 # --------------------------------------------------------------------------------------------------- the CLI
@@ -432,7 +465,7 @@ def test_reset_then_start_gives_a_fresh_conversation(cli: Cli) -> None:
     assert start["mode"] == "fresh" and start["session_id"] == second and "--resume" not in start["argv"]
 
 
-def test_c25_cleanup_kills_every_endpoint_pr_first_and_keeps_the_portable_record(cli: Cli) -> None:
+def test_c25_cleanup_kills_every_endpoint_pr_first_and_keeps_the_portable_record(cli: Cli, plugin_host: Any) -> None:
     own = cli.start()
     pr = FakeHarness(cli.logs / "pr.jsonl")
     assert cli.runner.spawn(PR_TARGET, cli.workspace, pr.argv(session_id="pr")).spawned
@@ -467,7 +500,13 @@ def test_c25_cleanup_kills_every_endpoint_pr_first_and_keeps_the_portable_record
 
     later = cli.sessions("say", "--text", "anyone there?")
     assert later.returncode == 1 and "has no session" in later.stderr
-    assert cli.runner.list_sessions() == []
+    plugin_host.register(fake_plugin, "fake")  # a later event that would spawn an armed item does not respawn it
+    events.configure(config.state.events_path, "test")
+    late = Dispatcher(config, runner=cli.runner).dispatch(
+        WorkEvent(delivery_id="after-cleanup", work_item=REF, text="hello again", spawn=True)
+    )
+    assert late.reason == "awaiting-start" and "cleanup" in late.error
+    assert cli.runner.list_sessions() == [] and cli.record() is None
 
     stray = workspace.prepare(config, parse_ref(REF)).path  # a checkout stranded with no record
     assert stray == cli.checkout() and cli.record() is None
@@ -481,6 +520,28 @@ def test_c25_cleanup_kills_every_endpoint_pr_first_and_keeps_the_portable_record
     restarted = cli.sessions("start")  # an explicit start re-arms a cleaned-up item
     assert restarted.returncode == 0, restarted.stderr
     assert cli.portable()["control"]["command"] == "start"
+
+
+def test_keep_checkout_on_close_keeps_it_through_stop_and_reset_but_not_cleanup(cli: Cli) -> None:
+    config = yaml.safe_load(cli.env.config_path.read_text())
+    config["routing"]["workspace"]["keepCheckoutOnClose"] = True
+    cli.env.write_config(config)
+    cli.start()
+    (cli.checkout() / "uncommitted.txt").write_text("work in progress\n")
+    stopped = cli.sessions("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "removed the checkout" not in stopped.stdout and (cli.checkout() / "uncommitted.txt").exists()
+    cli.start()  # re-armed; the existing checkout is reused as it is
+    assert cli.record().own.cwd == str(cli.checkout()) and (cli.checkout() / "uncommitted.txt").exists()
+    reset = cli.run("sessions", "reset", "--work-item", REF, "--format", "json")
+    assert reset.returncode == 0, reset.stderr
+    [report] = json.loads(reset.stdout)
+    assert "checkout" not in report["removed"] and report["checkouts"] == [] and cli.checkout().is_dir()
+    cli.start()
+    cleaned = cli.sessions("cleanup")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "removed its checkout" in cleaned.stdout and not cli.checkout().exists()  # cleanup ignores the setting
+    assert (cli.workspace / "github.com" / "octo" / "repo" / ".git").is_dir()
 
 
 def test_cleanup_with_nothing_recorded_still_logs_and_disarms(cli: Cli) -> None:

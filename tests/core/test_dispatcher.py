@@ -144,6 +144,19 @@ def test_c1_first_spawn_registers_a_v2_record_and_announces_once(world: World) -
     assert own.cwd not in comments[0] and own.harness_session_id not in comments[0]
 
 
+def test_r9_remain_on_exit_false_is_honoured_and_an_exited_harness_leaves_no_pane(world: World) -> None:
+    world.reload(tmux={"remainOnExit": False})
+    harness = spawned(world)
+    target = world.own().tmux_target
+    shown = world.runner._run(["show-options", "-w", "-t", f"={target}:", "remain-on-exit"])
+    assert shown is not None and b"remain-on-exit on" not in shown.stdout
+    world.dispatcher.dispatch(event("/exit 0"))
+    harness.wait_for("exit")
+    wait_for(lambda: world.runner.probe(target) == "absent")  # no dead pane kept
+    assert world.dispatcher.dispatch(event("again")).status == "respawned"
+    assert harness.wait_for_submitted(3)[-1] == "again"
+
+
 def test_c2_a_dotted_repository_gets_the_name_tmux_gives_it(world: World) -> None:
     ref = "fake:octo/foo.js#15"
     harness = spawned(world, ref)
@@ -295,12 +308,77 @@ def test_c18_a_missing_harness_binary_creates_no_tmux_session(world: World, plug
     assert world.events("session.spawn_failed")[0]["will_retry"] is True
 
 
+def test_c18_a_respawn_without_the_harness_binary_creates_no_session_and_releases_the_id(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spawned(world)
+    world.runner.kill(world.own().tmux_target)
+    monkeypatch.setenv("FAKE_HARNESS_PYTHON", str(world.tmp / "no-such-python"))
+    outcome = world.dispatcher.dispatch(event("are you there", delivery_id="r-1"))
+    assert outcome.status == "failed" and outcome.will_retry and outcome.error.startswith("respawn: ")
+    assert "not found on PATH" in outcome.error
+    assert world.runner.list_sessions() == []
+    [failed] = world.events("dispatch.failed")
+    assert failed["error"].startswith("respawn: ") and failed["will_retry"] is True
+    assert world.events("session.spawn_failed")[-1]["will_retry"] is True
+    monkeypatch.delenv("FAKE_HARNESS_PYTHON")
+    assert world.dispatcher.dispatch(event("are you there", delivery_id="r-1")).status == "respawned"  # released
+
+
+def test_c15_a_record_without_a_target_never_kills_a_live_occupant(
+    world: World, tmp_path: Path, tmux_shim: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R16/R21: a self-registered record (no tmuxTarget) takes the respawn path, which probes the name first: a
+    live occupant is delivered into (and recorded), never killed — even when the harness could not start anyway."""
+    occupant = FakeHarness(tmp_path / "occupant.jsonl")
+    world.runner.spawn("loop-fake-octo-repo-15", tmp_path, occupant.argv(session_id="human"))
+    occupant.wait_ready(screen=lambda: world.runner.capture("loop-fake-octo-repo-15"))
+    world.dispatcher.registry.update(
+        REF, lambda r: r.sessions.update({REF: Endpoint("fake", "registered-id", str(world.tmp / "work"))})
+    )
+    monkeypatch.setenv("FAKE_HARNESS_PYTHON", str(world.tmp / "no-such-python"))
+    world.dispatcher.runner = tmux_shim.runner()
+    outcome = world.dispatcher.dispatch(event("for whoever is there"))
+    assert outcome.status == "delivered"
+    assert occupant.wait_for_submitted(1) == ["for whoever is there"]
+    assert world.runner.probe("loop-fake-octo-repo-15") == "live"
+    assert tmux_shim.count("kill-session") == 0 and tmux_shim.count("new-session") == 0
+    assert world.events("session.respawn_averted")[0]["tmux_target"] == "loop-fake-octo-repo-15"
+    own = world.own()
+    assert own.tmux_target == "loop-fake-octo-repo-15" and own.harness_session_id == "registered-id"
+
+
 def test_c19_a_harness_that_cannot_be_tmux_hosted_is_refused_by_name(world: World, plugin_host: Any) -> None:
+    opened: list[str] = []
+
+    class Opens(Channel):
+        name = "opens"
+
+        @classmethod
+        def enabled(cls, config: Any) -> bool:
+            return True
+
+        def open_conversation(self, ref: Any, title: str) -> dict[str, Any]:
+            opened.append(str(ref))
+            return {}
+
+        def publish(self, binding: Any, text: str) -> None: ...
+
+        def health(self) -> str:
+            return "ok"
+
+    class ChannelPlugin:
+        @hookimpl
+        def loop_register_channels(self) -> list[type[Channel]]:
+            return [Opens]
+
     plugin_host.register(_AdapterPlugin(), "adapters")
+    plugin_host.register(ChannelPlugin(), "channels-test")
     outcome = world.reload(defaultHarness="oneshot").dispatch(event("go", spawn=True))
     assert outcome.status == "failed" and not outcome.will_retry
     assert "'oneshot'" in outcome.error and "pre-assignable session id" in outcome.error
     assert world.runner.list_sessions() == []
+    assert opened == []  # R6: a start without a usable harness is not accepted, so no conversation is opened
 
 
 def test_c32_the_session_gets_its_identity_and_no_credentials(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -402,6 +480,21 @@ def test_a_killed_tmux_server_leads_to_the_same_conversation_resumed(world: Worl
     assert world.dispatcher.dispatch(event("back")).status == "respawned"
     assert harness.wait_for("start", 2)[1]["session_id"] == session_id
     assert world.runner.probe(world.own().tmux_target) == "live"
+
+
+def test_a_respawn_for_a_long_event_boots_with_it_capped_instead_of_failing_forever(world: World) -> None:
+    """The boot prompt is one argv word and tmux refuses a command over ~16 KB ("command too long"): a respawn
+    whose pending event is longer boots with it capped (as a first spawn does), rather than failing every retry."""
+    from the_loop.prompts import BOOT_PROMPT_CAP
+
+    harness = spawned(world)
+    world.runner.kill(world.own().tmux_target)
+    long_text = "word " * 5000  # 25,000 bytes
+    assert world.dispatcher.dispatch(event(long_text)).status == "respawned"
+    boot = harness.wait_for_submitted(2)[-1]
+    assert long_text.startswith(boot[:1000]) and boot.endswith("[… truncated by the-loop]")
+    assert len(boot.encode()) <= BOOT_PROMPT_CAP
+    assert world.events("session.respawned")[0]["resumed"] is True
 
 
 def test_c10_an_exited_harness_leaves_a_dead_pane_that_is_replaced(world: World) -> None:

@@ -121,6 +121,36 @@ def test_f28_listing_skips_corrupt_records_and_ignores_unrelated_files(operator:
     assert "notes.json" not in result.stderr
 
 
+def test_r51_list_filters_by_status_and_shows_the_model_with_its_effort(operator: Operator) -> None:
+    local = operator.env.root / "local"
+    local.mkdir(parents=True)
+    endpoint = {"harness": "claude", "harnessSessionId": "a1", "cwd": "/w", "createdAt": "2026-07-31T09:12:04Z"}
+    records = {
+        "github-octo-repo-15": ("github:octo/repo#15", {"status": "active", "model": "m1", "effort": "high"}),
+        "github-octo-repo-16": ("github:octo/repo#16", {"status": "closed", "tmuxTarget": "loop-github-octo-repo-16"}),
+    }
+    for slug, (ref, fields) in records.items():
+        entry = {**endpoint, "lastEventAt": None, "tmuxTarget": "", "recentDeliveries": [], **fields}
+        record = {"version": 2, "workItem": ref, "sessions": {ref: entry}}
+        (local / f"{slug}.json").write_text(json.dumps(record))
+    table = operator.run("sessions", "list").stdout.splitlines()
+    assert table[0].split("  ")[0] == "Work item" and len(table) == 3
+    active = table[1].split()
+    assert active[:5] == ["github:octo/repo#15", "claude", "m1", "(high)", "a1"] and active[5:] == [
+        "-",
+        "active",
+        "-",
+        "-",
+    ]
+    closed = operator.run("sessions", "list", "--status", "closed", "--format", "json")
+    assert [(row["workItem"], row["status"], row["tmuxTarget"]) for row in json.loads(closed.stdout)] == [
+        ("github:octo/repo#16", "closed", "loop-github-octo-repo-16")
+    ]
+    paused = operator.run("sessions", "list", "--status", "paused")
+    assert paused.returncode == 0 and "(no registered sessions)" in paused.stderr
+    assert operator.run("sessions", "list", "--status", "gone").returncode == 2
+
+
 def test_start_spawns_records_control_and_announces(operator: Operator) -> None:
     result = operator.run("sessions", "start", "--work-item", REF)
     assert result.returncode == 0, result.stderr
@@ -198,6 +228,19 @@ def test_say_without_a_session_names_the_remedy(operator: Operator) -> None:
     assert result.returncode == 1
     assert "the-loop sessions start --work-item fake:octo/repo#15" in result.stderr
     assert operator.tmux("list-sessions").returncode != 0  # nothing was spawned
+
+
+def test_start_and_say_without_tmux_name_the_missing_dependency_and_record_nothing(
+    operator: Operator, tmp_path: Path
+) -> None:
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    for command in (["start"], ["say", "--text", "hi"]):
+        result = operator.run("sessions", *command, "--work-item", REF, PATH=str(empty))
+        assert result.returncode == 2, result.stderr
+        assert "error: missing dependency: tmux — install it (" in result.stderr and "Traceback" not in result.stderr
+    assert not (operator.env.root / "portable" / "fake-octo-repo-15.json").exists()  # a start that cannot spawn
+    assert not (operator.env.root / "local" / "fake-octo-repo-15.json").exists()
 
 
 def test_a_malformed_ref_exits_2_with_one_error_line(operator: Operator) -> None:

@@ -242,6 +242,20 @@ def test_c6_back_to_back_deliveries_arrive_in_order_none_merged(
     assert len(fake_harness.records("submit")) == 20
 
 
+def test_issue_277_a_session_of_no_work_item_is_hosted_by_target_alone(
+    tmux_runner: TmuxRunner, fake_harness: FakeHarness, tmp_path: Path
+) -> None:
+    """The runner knows targets, not work items: a standing session's name spawns, takes deliveries, has its
+    harness ended with the pane kept, and is killed, exactly like ``loop-<slug>``."""
+    target = start(tmux_runner, fake_harness, "loop-standing-triage", tmp_path, session_id="s-1")
+    tmux_runner.deliver(target, "triage the new issues")
+    assert fake_harness.wait_for_submitted(1) == ["triage the new issues"]
+    ended = tmux_runner.terminate_harness(target, 1.0)
+    assert ended.ok and ended.terminated == (fake_harness.records("start")[0]["pid"],)
+    assert tmux_runner.probe(target) == "dead"
+    assert tmux_runner.kill(target) and tmux_runner.probe(target) == "absent"
+
+
 def test_c7_concurrent_deliveries_to_two_panes_never_cross(
     tmux_runner: TmuxRunner, fake_harness: FakeHarness, tmp_path: Path
 ) -> None:

@@ -310,3 +310,29 @@ def test_a_first_spawn_runs_in_the_work_items_checkout(
     [spawn_failed] = logged(config, "session.spawn_failed")
     assert spawn_failed["will_retry"] is True and spawn_failed["work_item"] == "fake:octo/lib#2"
     assert tmux_runner.list_sessions() == ["loop-fake-octo-repo-15"]
+
+
+def test_a_respawn_whose_checkout_was_removed_makes_it_again_and_resumes_there(
+    tmp_path: Path, remote: Remote, plugin_host: Any, tmux_runner: TmuxRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin_host.register(fake_plugin, "fake")
+    monkeypatch.setenv("FAKE_HARNESS_LOG", str(tmp_path / "{session}.jsonl"))
+    (tmp_path / "work").mkdir()
+    tmux = {"socketName": tmux_runner.socket, "resumeProbeSeconds": 0.3}
+    config = make_config(tmp_path, {"defaultHarness": "fake", "announce": {"enabled": False}, "tmux": tmux})
+    dispatcher = Dispatcher(config, runner=tmux_runner)
+    ref = "fake:octo/repo#15"
+    assert dispatcher.dispatch(WorkEvent(delivery_id="d1", work_item=ref, text="go", spawn=True)).status == "spawned"
+    own = dispatcher.registry.load(ref).own  # type: ignore[union-attr]
+    assert own is not None
+    checkout = Path(own.cwd)
+    harness = FakeHarness(tmp_path / f"{own.harness_session_id}.jsonl")
+    harness.wait_for("ready")
+    tmux_runner.kill(own.tmux_target)
+    shutil.rmtree(checkout)  # removed by hand while the record is live
+    outcome = dispatcher.dispatch(WorkEvent(delivery_id="d2", work_item=ref, text="still there?"))
+    assert outcome.status == "respawned", outcome
+    assert (checkout / "README").exists()
+    start = harness.wait_for("start", 2)[1]
+    assert start["mode"] == "resume" and start["cwd"] == str(checkout)
+    assert harness.wait_for_submitted(2)[-1] == "still there?"

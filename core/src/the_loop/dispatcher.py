@@ -11,6 +11,7 @@ most ``routing.maxConcurrentDispatches`` at once.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -23,12 +24,12 @@ from typing import TYPE_CHECKING, Literal
 from the_loop import events, lifecycle
 from the_loop.harness import HarnessError, adapter_for, harness_args, launch_argv, spawn_workdir, valid_session_id
 from the_loop.interfaces import HarnessAdapter, Launch
-from the_loop.prompts import clean, load_template, render_spawn_prompt
+from the_loop.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.refs import parse_ref
 from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
 from the_loop.state import locked
 from the_loop.store import provider_url
-from the_loop.tmux import DeliveryError, SpawnError, TargetError, TmuxRunner
+from the_loop.tmux import DeliveryError, SpawnError, SpawnResult, TargetError, TmuxRunner
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -166,12 +167,16 @@ class Dispatcher:
         )
         return Outcome("delivered", tmux_target=endpoint.tmux_target)
 
-    def _record_delivery(self, event: WorkEvent, endpoint_ref: str) -> None:
+    def _record_delivery(self, event: WorkEvent, endpoint_ref: str, target: str = "") -> None:
+        """``target``: the live session delivered into, recorded when the endpoint has none yet (it heals)."""
+
         def change(record: SessionRecord) -> None:
             endpoint = record.sessions.get(endpoint_ref)
             if endpoint is not None:
                 endpoint.last_event_at = now_iso()
                 endpoint.remember(event.delivery_id)
+                if target and not endpoint.tmux_target:
+                    endpoint.tmux_target = target
 
         self.registry.update(event.work_item, change)
 
@@ -181,20 +186,29 @@ class Dispatcher:
         """The session is gone (or was never spawned): bring it back with ``text`` as its boot prompt, resuming
         the recorded conversation when it can, and never over a live occupant."""
         target = endpoint.tmux_target or parse_ref(endpoint_ref).tmux_name
-        if endpoint.tmux_target and self.runner.probe(target) == "live":
+        if self.runner.probe(target) == "live":  # also for a record without a target: never replace a live pane
             return self._averted(event, endpoint_ref, endpoint, target, text)
         try:
             adapter = adapter_for(endpoint.harness, self.config)
         except HarnessError as exc:
             return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
         cwd = endpoint.cwd or str(spawn_workdir(self.config))
+        if not os.path.isdir(cwd) and endpoint_ref == event.work_item:
+            # The recorded checkout was removed under a live record: make it again (same path, so a resume can
+            # still find its conversation) rather than fail this event on every retry.
+            from the_loop import workspace
+
+            try:
+                cwd = str(workspace.spawn_cwd(self.config, parse_ref(event.work_item)).path)
+            except workspace.WorkspaceError as exc:
+                return self._fail(event, f"respawn: workspace: {exc}", will_retry=exc.transient, tmux_target=target)
         spawn = lifecycle.run(
             lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, cwd, text, respawn=True),
             self.config,
         )
         if spawn.proceed is False:
             return self._hook_refused(event, "hook-refused", "respawn its session", spawn.reason, target=target)
-        text = spawn.prompt
+        text = cap(spawn.prompt, BOOT_PROMPT_CAP)  # the boot prompt is one argv word: tmux refuses ~16 KB
         resumed = False
         session_id = endpoint.harness_session_id
         if self.routing.tmux.resume_on_respawn and adapter.capabilities.can_resume and valid_session_id(session_id):
@@ -212,7 +226,7 @@ class Dispatcher:
                     harness_session_id=session_id,
                     error=result,
                 )
-                self.runner.kill(target)  # the dead resume pane; a live occupant is never reached here
+                # No kill here: the fresh spawn below clears a dead resume pane and verifies it (never a live one).
         else:
             reason = (
                 "resume disabled (routing.tmux.resumeOnRespawn: false)"
@@ -256,7 +270,7 @@ class Dispatcher:
             self.runner.deliver(target, text)
         except (DeliveryError, TargetError) as exc:
             return self._fail(event, str(exc), will_retry=True, tmux_target=target)
-        self._record_delivery(event, endpoint_ref)
+        self._record_delivery(event, endpoint_ref, target)
         events.emit(
             "session.respawn_averted",
             work_item=event.work_item,
@@ -291,7 +305,7 @@ class Dispatcher:
                 return str(exc)
             return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=adapter.name)
         try:
-            result = self.runner.spawn(target, cwd, argv, env=self._session_env(event.work_item))
+            result = self._spawn_in(target, cwd, argv, event)
         except (SpawnError, TargetError) as exc:
             if resume:
                 return str(exc)
@@ -333,6 +347,16 @@ class Dispatcher:
         if applied:
             events.emit("workspace.trusted", work_item=event.work_item, harness=adapter.name, applied=applied)
 
+    def _spawn_in(self, target: str, cwd: object, argv: list[str], event: WorkEvent) -> SpawnResult:
+        """``runner.spawn`` with the session's environment and ``routing.tmux.remainOnExit``."""
+        return self.runner.spawn(
+            target,
+            str(cwd),
+            argv,
+            env=self._session_env(event.work_item),
+            remain_on_exit=self.routing.tmux.remain_on_exit,
+        )
+
     def _session_env(self, work_item: str) -> dict[str, str]:
         env = {"THE_LOOP_WORK_ITEM": work_item, "THE_LOOP_CLI_CONFIG": str(self.config.ref.path)}
         return {key: value for key, value in env.items() if value}
@@ -350,11 +374,11 @@ class Dispatcher:
         if started is not None and started.proceed is False:  # None: this arming was asked already
             lifecycle.disarm(self.config, ref)
             return self._hook_refused(event, "hook-refused", "start work on this item", started.reason)
-        self._open_channels(event)
-        try:
+        try:  # a start is accepted only with a usable default harness: then the channels open (R6)
             adapter = adapter_for(harness_name, self.config)
         except HarnessError as exc:
             return self._fail(event, str(exc), will_retry=False, spawn_failed=harness_name)
+        self._open_channels(event)
         from the_loop import workspace
 
         try:  # the work item's checkout when routing.workspace.root is set, else routing.spawnWorkdir
@@ -371,12 +395,12 @@ class Dispatcher:
         )
         if spawn.proceed is False:
             return self._hook_refused(event, "hook-refused", "start a session", spawn.reason, target=target)
-        prompt = spawn.prompt
+        prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
         launch = Launch(prompt=prompt, session_id=session_id, cwd=cwd, args=harness_args(self.config, adapter.name))
         self._prepare(event, adapter, cwd)
         try:
             argv = launch_argv(adapter, launch, resume=False)
-            result = self.runner.spawn(target, cwd, argv, env=self._session_env(event.work_item))
+            result = self._spawn_in(target, cwd, argv, event)
         except (HarnessError, SpawnError) as exc:
             return self._fail(event, str(exc), will_retry=True, tmux_target=target, spawn_failed=adapter.name)
         if not result.spawned:
@@ -446,6 +470,8 @@ class Dispatcher:
                 tmux_target=target,
                 error=f"{type(exc).__name__}: {exc}",
             )
+            if getattr(exc, "status", 0) == 404:  # R2: the tracker has no such item; the session is kept
+                events.emit("session.work_item_missing", level="error", work_item=work_item, tmux_target=target)
             return
         events.emit("session.announced", work_item=work_item, tmux_target=target)
 

@@ -69,3 +69,16 @@ def set_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> bool:
     from the_loop.control import set_session_status
 
     return set_session_status(config, ref, status)
+
+
+def require_tmux(config: LoadedConfig) -> None:
+    """For a command that drives tmux in this process: one clear error (exit 2) when tmux is not installed."""
+    import shutil
+    import sys
+
+    from the_loop.daemon import TMUX_INSTALL
+    from the_loop.dispatcher import runner_for
+
+    if shutil.which(runner_for(config).binary) is None:
+        click.echo(f"error: missing dependency: tmux — {TMUX_INSTALL}", err=True)
+        sys.exit(2)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from typing import TYPE_CHECKING
 
 import click
 
 from the_loop.cli._app import app
-from the_loop.cli.sessions._common import WORK_ITEM
+from the_loop.cli.sessions._common import WORK_ITEM, require_tmux
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 @click.pass_context
 def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
-    from the_loop.daemon import TMUX_INSTALL
     from the_loop.dispatcher import runner_for
     from the_loop.registry import SessionRegistry
 
@@ -38,10 +36,8 @@ def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool) -> None:
     if own.status == "closed" and not read_only:
         click.echo(f"note: the session of {ref} is closed; attaching read-only", err=True)
         read_only = True
+    require_tmux(config)
     runner = runner_for(config)
-    if shutil.which(runner.binary) is None:
-        click.echo(f"error: missing dependency: tmux — {TMUX_INSTALL}", err=True)
-        sys.exit(2)
     state = runner.probe(own.tmux_target)
     if state == "absent":
         click.echo(f"error: tmux session {own.tmux_target} not found (crashed or was killed)", err=True)

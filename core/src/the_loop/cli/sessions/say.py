@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from the_loop.cli._app import app
-from the_loop.cli.sessions._common import WORK_ITEM, operator
+from the_loop.cli.sessions._common import WORK_ITEM, operator, require_tmux
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
@@ -27,6 +27,7 @@ def say(ctx: click.Context, ref: WorkItemRef, text: str) -> None:
     if not text.strip():
         raise click.BadParameter("nothing to say", param_hint="--text")
     config = app(ctx).config(source="sessions")
+    require_tmux(config)
     event = WorkEvent(
         delivery_id=f"cli-say-{uuid.uuid4()}", work_item=str(ref), text=text, source="cli", actor=operator()
     )

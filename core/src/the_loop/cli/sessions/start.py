@@ -15,6 +15,7 @@ from the_loop.cli.sessions._common import (
     control_event,
     operator,
     record_control,
+    require_tmux,
     set_status,
     ticket_comment,
 )
@@ -48,6 +49,7 @@ def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
             control_event(ref, "start", "noop")
             click.echo(f"{ref} already has a session: {own.tmux_target or '(no tmux session yet)'}")
         return
+    require_tmux(config)  # before anything is recorded: a start that cannot spawn arms nothing
     refusal = arming_refusal(config, ref)
     if refusal is not None:
         events.emit("control.rejected", work_items=[str(ref)], command="start", actor=operator(), reason=refusal)
