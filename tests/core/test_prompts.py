@@ -77,3 +77,45 @@ def test_the_boot_prompt_is_capped_and_self_contained() -> None:
 
 def test_clean_drops_terminal_controls_but_keeps_newlines_and_tabs() -> None:
     assert clean("a\r\nb\tc\x1b[31md\x00") == "a\nb\tc[31md"
+
+
+def test_p1_p5_the_event_prompt_names_its_origin_and_directs_by_interaction_mode() -> None:
+    template = load_template("", Path("."), "event.md")
+    fields = {
+        "source": "github webhook",
+        "work_item": "github:octo/repo#15",
+        "event": "issue_comment",
+        "action": "created",
+        "repository": "octo/repo",
+        "delivery_id": "d-1",
+        "excerpt": {"comment": {"body": "hi"}},
+    }
+    unattended = render_event_prompt(template, origin="github", **fields)  # type: ignore[arg-type]
+    assert "comes from github" in unattended and "$" not in unattended.split("```json")[0]
+    assert "Nobody watches this terminal" in unattended
+    assert "the-loop ask --work-item github:octo/repo#15" in unattended
+    attended = render_event_prompt(template, origin="github", interaction_mode="cli", **fields)  # type: ignore[arg-type]
+    assert "A human may be attached" in attended and "Nobody watches" not in attended
+
+
+def test_p5_a_custom_template_without_the_directive_gets_it_appended() -> None:
+    prompt = render_event_prompt(
+        "$event on $work_item\n```json\n$payload_excerpt\n```",
+        source="s",
+        work_item="x:o/r#1",
+        event="e",
+        action="",
+        repository="",
+        delivery_id="",
+        excerpt={},
+        interaction_mode="unknown",  # an unknown mode reads as work-item
+    )
+    assert prompt.startswith("e on x:o/r#1") and prompt.endswith(
+        "the-loop ask --work-item x:o/r#1` — never by waiting for an answer here."
+    )
+
+
+def test_p8_a_configured_template_that_does_not_exist_falls_back_to_the_packaged_one(tmp_path: Path) -> None:
+    assert load_template("gone.md", tmp_path, "event.md") == load_template("", tmp_path, "event.md")
+    (tmp_path / "dir.md").mkdir()
+    assert load_template(str(tmp_path / "dir.md"), tmp_path, "spawn.md") == load_template("", tmp_path, "spawn.md")

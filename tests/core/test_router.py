@@ -349,3 +349,59 @@ def test_e25_an_input_received_hook_can_refuse_a_command(world: World, plugin_ho
     assert world.log("control.rejected")[-1]["reason"] == "input-refused"
     assert world.handle("still a comment").status == "delivered"
     assert "still a comment" in harness.wait_for_submitted(2)[-1]
+
+
+def test_issue_381_every_auto_execute_label_is_required_and_an_empty_list_arms_nothing(world: World) -> None:
+    world.configure(autoExecuteLabels=[LABEL, "team-a"])
+    assert world.handle("the-loop start", labels=(LABEL,)).error == "spawn-policy"  # another instance's label only
+    assert world.control() is None and world.own() is None
+    routed = world.log("routing.routed")[-1]
+    assert routed["labeled"] is False
+    world.configure(autoExecuteLabels=[])
+    assert world.handle("the-loop start", labels=(LABEL, "team-a")).error == "spawn-policy"
+    assert world.control() is None and world.own() is None
+    world.configure(autoExecuteLabels=[LABEL, "team-a"])
+    assert world.handle("the-loop start", labels=("team-a", LABEL, "bug")).reason == "control-executed"
+    assert world.log("routing.routed")[-1]["labeled"] is True and world.own() is not None
+
+
+def test_issue_135_the_default_keywords_are_the_spaced_form_and_the_old_colon_form_is_prose(world: World) -> None:
+    harness = started(world)
+    assert world.handle("the-loop:stop-execution").status == "delivered"  # the pre-issue-135 form is conversation
+    assert world.own().status == "active"
+    assert world.handle("The-Loop   PAUSE").reason == "control-executed"
+    assert world.own().status == "paused"
+    assert len(harness.wait_for_submitted(2)) == 2
+
+
+def test_c5_each_command_reports_its_effect_and_disarming_commands_always_record(world: World) -> None:
+    def effect(body: str) -> tuple[str, str | None]:
+        assert world.handle(body).reason == "control-executed"
+        last = world.log("control.command")[-1]
+        return last["effect"], (world.control() or {}).get("command")
+
+    assert effect("the-loop pause") == ("noop", "pause")  # no session: recorded, nothing flipped
+    assert effect("the-loop stop") == ("noop", "stop")  # disarms even without a session
+    assert effect("the-loop cleanup") == ("nothing-to-clean", "cleanup")
+    assert world.handle("the-loop resume").error == "nothing-to-resume"
+    assert world.control()["command"] == "cleanup"  # a refused resume records nothing
+    started(world)
+    assert effect("the-loop start") == ("noop", "start")  # already running
+    assert effect("the-loop pause") == ("paused", "pause")
+    assert effect("the-loop pause") == ("noop", "pause")
+    assert effect("the-loop start") == ("resumed", "start")  # a start resumes a paused session
+    assert world.own().status == "active"
+    assert effect("the-loop stop") == ("stopped", "stop")
+    assert effect("the-loop stop") == ("noop", "stop")
+    command = world.log("control.command")[-1]
+    assert (command["work_item"], command["command"], command["source"], command["actor"]) == (
+        REF,
+        "stop",
+        "comment",
+        "octocat",
+    )
+
+
+def test_c2_an_issue_or_pull_request_body_is_never_parsed_for_commands(world: World) -> None:
+    assert world.handle("the-loop start", kind="opened").reason == "awaiting-start"
+    assert world.log("control.command") == [] and world.control() is None and world.own() is None

@@ -1,7 +1,11 @@
 """Prompt rendering: the boot prompt a session starts with, from a template an operator can override.
 
-Templates are plain text with ``$name`` placeholders (:class:`string.Template`): ``$work_item``, ``$url``,
-``$event``. ``routing.spawnPromptTemplate`` names an operator's own file (relative to the config file's directory).
+Templates are plain text with ``$name`` placeholders (:class:`string.Template`, unknown ones left as they are). The
+boot prompt: ``$work_item``, ``$url``, ``$event``. The event prompt (A §2.10 P1): ``$event_source``,
+``$event_origin``, ``$work_item``, ``$event``, ``$action``, ``$repository``, ``$delivery_id``,
+``$interaction_directive``, ``$graph_context`` (empty: no process graph yet) and ``$payload_excerpt``.
+``routing.promptTemplate`` / ``routing.spawnPromptTemplate`` name an operator's own file (relative to the config
+file's directory); when it does not exist the packaged one is used (P8).
 Text that reaches a pane is stripped of control characters other than newline and tab (an escape sequence in a
 comment must not drive the terminal), and the boot prompt is capped: it travels as one argv element, which tmux
 limits to about 16 KB.
@@ -38,11 +42,31 @@ def cap(text: str, limit: int) -> str:
 
 
 def load_template(override: str, config_dir: Path, default: str) -> str:
-    """The operator's template file when configured, else the packaged default."""
+    """The operator's template file when configured and readable, else the packaged default (a missing file must
+    not stop every delivery: P8)."""
     if override:
         path = Path(override).expanduser()
-        return (path if path.is_absolute() else config_dir / path).read_text(encoding="utf-8")
+        try:
+            return (path if path.is_absolute() else config_dir / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
     return resources.files("the_loop.templates").joinpath(default).read_text(encoding="utf-8")
+
+
+# P5: what the agent is told about where the humans are, per ``routing.interaction.mode`` (fixed texts).
+INTERACTION_DIRECTIVES = {
+    "work-item": "Nobody watches this terminal: talk to the humans on the work item — answer with `the-loop comment "
+    "--work-item $work_item`, ask with `the-loop ask --work-item $work_item` — never by waiting for an answer here.",
+    "cli": "A human may be attached to this terminal and can answer you here; anything the people on the work item "
+    "should read still goes there with `the-loop comment --work-item $work_item`.",
+}
+
+
+def interaction_directive(mode: str, work_item: str) -> str:
+    """The fixed directive for ``routing.interaction.mode`` (an unknown mode reads as ``work-item``)."""
+    return Template(INTERACTION_DIRECTIVES.get(mode, INTERACTION_DIRECTIVES["work-item"])).safe_substitute(
+        work_item=work_item
+    )
 
 
 def render_spawn_prompt(template: str, *, work_item: str, url: str, event: str) -> str:
@@ -96,10 +120,14 @@ def render_event_prompt(
     repository: str,
     delivery_id: str,
     excerpt: Mapping[str, object],
+    origin: str = "",
+    interaction_mode: str = "work-item",
 ) -> str:
-    """The prompt pasted into a live session for one event. Every substitution but the JSON excerpt is cleaned."""
+    """The prompt pasted into a live session for one event. Every substitution but the JSON excerpt is cleaned; a
+    template without ``$interaction_directive`` gets the directive appended (P5)."""
     values = {
         "event_source": source,
+        "event_origin": origin or source.split(" ")[0],
         "work_item": work_item,
         "event": event,
         "action": action or "-",
@@ -107,7 +135,16 @@ def render_event_prompt(
         "delivery_id": delivery_id or "-",
     }
     values = {key: _PASTE_MARKERS.sub("", clean(value)).replace("\n", " ") for key, value in values.items()}
-    return Template(template).safe_substitute(values, payload_excerpt=render_excerpt(excerpt)).strip()
+    directive = interaction_directive(interaction_mode, values["work_item"])
+    if "$interaction_directive" not in template and "${interaction_directive}" not in template:
+        template = f"{template.rstrip()}\n\n$interaction_directive\n"
+    return (
+        Template(template)
+        .safe_substitute(
+            values, interaction_directive=directive, graph_context="", payload_excerpt=render_excerpt(excerpt)
+        )
+        .strip()
+    )
 
 
 _PASTE_MARKERS = re.compile(r"\[20[01]~")

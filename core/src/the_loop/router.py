@@ -416,6 +416,7 @@ class Router:
             "control.command",
             work_item=str(target),
             command=command,
+            source="comment",  # as the recorded `control` section says (the CLI's commands say "cli")
             actor=event.actor.id if event.actor else None,
             effect=effect,
             delivery_id=event.delivery_id,
@@ -481,6 +482,8 @@ class Router:
                 repository=event.repository,
                 delivery_id=event.delivery_id,
                 excerpt=event.excerpt,
+                origin=event.provider,
+                interaction_mode=routing.interaction.mode,
             )
         return WorkEvent(
             delivery_id=event.dedupe_key,

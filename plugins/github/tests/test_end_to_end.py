@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,11 @@ def test_a4_a_start_comment_spawns_the_session_announces_and_reacts(loop: Callab
     assert machine.own()["tmuxTarget"] == TARGET and machine.tmux("has-session", "-t", f"={TARGET}").returncode == 0
     boot = harness.submitted()[0]
     assert REF in boot and '"body": "the-loop start"' in boot and '"author": "octocat"' in boot
+    # the boot prompt is the positional argument of `--session-id <the recorded uuid> … -- <prompt>`, never pasted
+    [start] = harness.records("start")
+    assert start["mode"] == "fresh" and start["session_id"] == machine.own()["harnessSessionId"]
+    assert uuid.UUID(start["session_id"]) and start["argv"][-1] == boot
+    assert "the-loop comment --work-item github:octo/repo#15" in boot and "untrusted" in boot  # decision 15
     portable = json.loads((machine.env.root / "portable" / "github-octo-repo-15.json").read_text())
     assert portable["control"]["command"] == "start" and portable["control"]["source"] == "comment"
     assert portable["url"] == "https://github.com/octo/repo/issues/15"
@@ -193,16 +199,44 @@ def test_a5_a6_a_comment_arrives_once_as_json_even_when_redelivered_and_after_a_
     machine.repost(payload)
     machine.settled()
     assert harness.submitted().count(message) == 1
+    # decision 6: the comment's own key, kept by the inbox across the restart, makes both redeliveries duplicates
+    duplicates = [e for e in machine.events("routing.dropped") if e["reason"] == "duplicate-delivery"]
+    assert [e["dedupe_key"] for e in duplicates] == [f"github:comment:{payload['comment']['node_id']}"] * 2
 
 
 def test_a7_strangers_and_marked_comments_never_reach_the_session(loop: Callable[..., Loop]) -> None:
     machine = loop()
     harness = start_work(machine)
-    machine.comment("rm -rf everything", login="mallory")
-    machine.comment("my own reply\n\n<!-- the-loop:agent-comment -->")
+    stranger = machine.comment("rm -rf everything", login="mallory")
+    marked = machine.comment("my own reply\n\n<!-- the-loop:agent-comment -->")
     machine.settled()
     reasons = [e["reason"] for e in machine.events("routing.dropped")]
     assert "unauthorized-actor" in reasons and "self-authored" in reasons
+    assert len(harness.submitted()) == 1
+    assert machine.reactions(stranger) == [] and machine.reactions(marked) == []  # no mark for what is not routed
+
+
+def test_issue_64_104_what_the_loop_and_its_agent_post_never_comes_back_as_input(loop: Callable[..., Loop]) -> None:
+    """The announce comment and a comment the agent posts with ``the-loop comment`` (in the session's environment)
+    come back from GitHub as webhooks, posted by the-loop's own account: both are dropped as self-authored, never
+    pasted, whoever GitHub says wrote them."""
+    machine = loop()
+    harness = start_work(machine)
+    env = {"THE_LOOP_WORK_ITEM": REF, "THE_LOOP_CLI_CONFIG": str(machine.env.config_path)}
+    reply = machine.env.run("comment", "--body", "Tests added.", config=False, **env)
+    assert reply.returncode == 0, reply.stderr
+    posted = machine.fake.comments_on("octo/repo", 15)
+    assert len(posted) == 2 and all("<!-- the-loop:agent-comment -->" in c["body"] for c in posted)
+    for number, comment in enumerate(posted):  # announce first, then the agent's reply
+        for login in ("the-loop-bot", "octocat"):
+            payload = gh_payloads.adapt(
+                gh_payloads.load("issue_comment.created"), number=15, body=comment["body"], login=login
+            )
+            payload = gh_payloads.new_comment(payload, 8000 + 10 * number + len(login))
+            payload["issue"].pop("pull_request", None)
+            assert machine.receiver.post("issue_comment", payload).status_code == 202
+    machine.settled()
+    assert [e["reason"] for e in machine.events("routing.dropped")] == ["self-authored"] * 4
     assert len(harness.submitted()) == 1
 
 
@@ -224,6 +258,17 @@ def test_a9_an_unlabelled_start_is_refused(loop: Callable[..., Loop]) -> None:
     machine.settled()
     assert machine.events("control.rejected")[0]["reason"] == "spawn-policy"
     assert not (machine.env.root / "portable" / "github-octo-repo-17.json").exists()
+    # issue-106: the label alone never starts work, and the refused start left nothing for it to activate
+    labeled = gh_payloads.adapt(
+        gh_payloads.load("issues.labeled"), number=17, sender="octocat", labels=["bug", AUTO_LABEL]
+    )
+    labeled["label"]["name"] = AUTO_LABEL
+    labeled["issue"].pop("pull_request", None)
+    assert machine.receiver.post("issues", labeled).status_code == 202
+    machine.settled()
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
+    assert machine.record("github-octo-repo-17") is None and not machine.events("session.spawned")
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-17").returncode != 0
 
 
 def test_a11_a12_pause_resume_and_stop(loop: Callable[..., Loop]) -> None:
@@ -268,6 +313,7 @@ def test_a20_a_killed_session_resumes_its_conversation_on_the_next_comment(loop:
     machine.comment("still there?")
     starts = harness.wait_for("start", 2, timeout=20)
     assert starts[1]["mode"] == "resume" and starts[1]["session_id"] == session_id
+    assert "still there?" in starts[1]["argv"][-1]  # the event prompt is the positional argument of the resume
     machine.settled()
     announced = [c for c in machine.fake.comments_on("octo/repo", 15) if f"attach -t {TARGET}" in c["body"]]
     assert len(announced) == 1
@@ -348,6 +394,41 @@ def test_a24_cleanup_releases_everything_and_later_comments_do_not_spawn(loop: C
     machine.settled()
     assert machine.record() is None
     assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
+
+
+def test_a24_cleanup_without_a_session_removes_a_stale_checkout(loop: Callable[..., Loop], gh_env: LoopEnv) -> None:
+    """A24 as written: a checkout left behind under ``routing.workspace.root`` (a real git worktree of a local bare
+    repository), no session at all; ``the-loop cleanup`` removes it and disarms the item."""
+    from the_loop import workspace
+    from the_loop.config import load_config
+    from the_loop.refs import parse_ref
+
+    def git(*args: str, cwd: Path | None = None) -> None:
+        subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
+
+    bare, seed = gh_env.tmp / "remote" / "octo" / "repo.git", gh_env.tmp / "seed"
+    bare.parent.mkdir(parents=True)
+    git("init", "-q", "--bare", "-b", "main", str(bare))
+    git("init", "-q", "-b", "main", str(seed))
+    (seed / "README").write_text("hello\n")
+    git("add", ".", cwd=seed)
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "first", cwd=seed)
+    git("push", "-q", str(bare), "main", cwd=seed)
+    machine = loop(workspace={"root": str(gh_env.tmp / "ws"), "cloneUrlBase": f"file://{gh_env.tmp / 'remote'}"})
+    config = load_config(gh_env.config_path)
+    ref = parse_ref(REF)
+    stale = workspace.prepare(config, ref).path  # what a crashed earlier run left behind
+    assert workspace.checkout_paths(config, ref) and machine.record() is None
+    machine.comment("the-loop cleanup")
+    machine.settled()
+    command = machine.events("control.command")[-1]
+    assert (command["command"], command["effect"], command["actor"]) == ("cleanup", "cleaned", "octocat")
+    assert not stale.exists() and workspace.checkout_paths(config, ref) == []
+    assert machine.portable()["control"]["command"] == "cleanup"
+    machine.comment("and now?")
+    machine.settled()
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
+    assert machine.record() is None and not machine.events("session.spawned")
 
 
 def test_a26_a_comment_sent_just_before_a_stop_is_delivered_first(loop: Callable[..., Loop]) -> None:
@@ -493,3 +574,69 @@ def test_issue_94_an_event_list_without_closes_is_warned_about_at_start(start_re
     receiver.process.wait(timeout=30)
     stderr = receiver.process.stderr.read() if receiver.process.stderr else ""
     assert "warning: webhooks.ghWebhook.events omits issues and pull_request" in stderr
+
+
+def test_f4_g4_an_empty_repository_bound_or_allow_list_is_warned_about_at_start(loop: Callable[..., Loop]) -> None:
+    def warnings(machine: Loop) -> list[str]:
+        machine.receiver.process.send_signal(signal.SIGTERM)
+        machine.receiver.process.wait(timeout=30)
+        stderr = machine.receiver.process.stderr.read() if machine.receiver.process.stderr else ""
+        return [line for line in stderr.splitlines() if line.startswith("warning:")]
+
+    assert warnings(loop()) == []
+    found = warnings(loop(repositories=(), authorizedUsers=[]))
+    assert "warning: repositories is empty: deliveries from every repository are routed" in found
+    assert any(line.startswith("warning: routing.authorizedUsers is empty") for line in found)
+
+
+def test_r2_an_announcement_github_answers_404_for_is_reported_and_the_session_kept(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    machine.comment("the-loop start", number=16)  # labelled in the payload; the fake API has no #16 (404)
+    wait_for(lambda: machine.record("github-octo-repo-16") is not None, timeout=20)
+    machine.settled()
+    [missing] = wait_for(lambda: machine.events("session.work_item_missing"), timeout=20)
+    assert (missing["work_item"], missing["level"]) == ("github:octo/repo#16", "error")
+    assert machine.events("session.announce_failed") and not machine.events("session.announced")
+    assert machine.own("github:octo/repo#16")["status"] == "active"
+    assert machine.tmux("has-session", "-t", "=loop-github-octo-repo-16").returncode == 0
+
+
+def test_d4_a_command_redelivered_after_the_inbox_forgot_it_never_runs_again(loop: Callable[..., Loop]) -> None:
+    """The inbox remembers only the newest ``routing.dedupCacheSize`` keys; an executed command's comment is also
+    claimed in ``local/control-deliveries.json``, so GitHub redelivering an old `the-loop stop` stops nothing."""
+    machine = loop(dedupCacheSize=1)
+    start_work(machine)
+    stop = machine.comment("the-loop stop")
+    machine.settled()
+    assert machine.own()["status"] == "closed"
+    machine.comment("the-loop start")
+    wait_for(lambda: machine.own()["status"] == "active", timeout=20)
+    machine.comment("filler")  # the stop's key is long gone from the inbox's memory
+    machine.settled()
+    machine.repost(stop)
+    machine.settled()
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "already-processed"
+    assert machine.own()["status"] == "active" and machine.portable()["control"]["command"] == "start"
+    assert [e["command"] for e in machine.events("control.command")] == ["start", "stop", "start"]
+
+
+def test_s2_an_armed_item_stays_armed_across_a_restart_and_a_stop_disarms_it_durably(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    machine.comment("the-loop start")
+    wait_for(lambda: machine.record() is not None, timeout=20)
+    machine.settled()
+    machine.tmux("kill-server")  # the machine rebooted: no tmux, and the local record lost too
+    (machine.env.root / "local" / "github-octo-repo-15.json").unlink()
+    restart(machine)
+    assert machine.portable()["control"]["command"] == "start"  # the portable record is what survives
+    machine.comment("carry on")
+    wait_for(lambda: machine.record() is not None, timeout=20)
+    machine.settled()
+    assert "carry on" in machine.harness().wait_for_submitted(1, timeout=20)[0]  # spawned, not awaiting-start
+    machine.comment("the-loop stop")
+    machine.settled()
+    restart(machine)
+    machine.comment("still there?")
+    machine.settled()
+    assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
+    assert len(machine.events("session.spawned")) == 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +14,7 @@ import gh_payloads as g
 import httpx
 from fake_github import FakeGitHub
 
-from the_loop.testing import wait_for
+from the_loop.testing import free_port, wait_for
 
 if TYPE_CHECKING:
     from gh_receiver import Receiver
@@ -281,3 +283,38 @@ def test_the_secret_never_reaches_the_event_log(receiver: Receiver) -> None:
     receiver.post("issue_comment", comment(), secret="wrong")
     wait_for(lambda: receiver.events("webhook.rejected"))
     assert g.SECRET not in (receiver.env.root / "logs" / "events.jsonl").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ one receiver
+
+
+def _run_receiver(env: Any, port: int) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "the_loop", "-c", str(env.config_path), "daemon", "run", "gh-webhook"]
+    return subprocess.run(argv, cwd=env.cwd, env=env.env, capture_output=True, text=True, timeout=30)
+
+
+def test_issue_228_a_second_receiver_on_the_same_state_root_is_refused(start_receiver: Any, gh_env: Any) -> None:
+    first = start_receiver()
+    from gh_receiver import github_config
+
+    second_port = free_port()
+    github_config(gh_env, None, enabled=True, port=second_port)  # another port, the same state root
+    second = _run_receiver(gh_env, second_port)
+    assert second.returncode == 1
+    assert "gh-webhook is already running" in second.stderr and "Traceback" not in second.stderr
+    assert first.healthy() and first.process.poll() is None
+    assert [e["service"] for e in first.events("daemon.blocked")] == ["gh-webhook"]
+
+
+def test_issue_142_routing_nested_under_the_webhook_is_refused_not_ignored(gh_env: Any) -> None:
+    gh_env.write_config(
+        {
+            "version": "0.12.0",
+            "webhooks": {"ghWebhook": {"enabled": True, "port": free_port(), "routing": {"enabled": True}}},
+        }
+    )
+    result = _run_receiver(gh_env, 0)
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "webhooks.ghWebhook.routing" in line and "migrate-config" in line
+    assert "Traceback" not in result.stderr

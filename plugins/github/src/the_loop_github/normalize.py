@@ -366,4 +366,7 @@ def normalize(
         excerpt=excerpt_for(event, payload),
         ack=ack,
         received_at=received_at,
+        # D4: a comment or review is one object whichever ingress (or redelivery) brings it, so a control command in
+        # it is claimed in local/control-deliveries.json and never runs twice — even once the inbox has forgotten it
+        shared_dedupe=bool(dedupe_key) and kind in ("comment", "review", "review-comment"),
     )
