@@ -337,3 +337,50 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
             assert "please add a test for the widget" in harness.wait_for_submitted(2, timeout=30)[-1]
         finally:
             subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
+
+
+# ------------------------------------------------------------------------------------------------------ CI
+
+
+@pytest.mark.parametrize("ci", ["true", ""], ids=["ci", "local"])
+def test_ci_run_installs_tmux_and_without_it_fails_under_ci(tmp_path: Path, ci: str) -> None:
+    """`.ci/run` installs tmux with apt-get when it is missing; if tmux is still missing, CI=true fails the run
+    (tests never skip for tmux) while a local run warns and goes on to the README's test command. A copy of the
+    script runs against stubs (an apt-get that installs nothing, a stub ``test.sh``), so nothing real changes."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci" / "run", checkout / ".ci" / "run")
+    tools = tmp_path / "bin"  # what the script needs, minus tmux
+    tools.mkdir()
+    for tool in ("bash", "rm", "dirname"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (tools / tool).symlink_to(found)
+    apt_log = tmp_path / "apt-get.log"
+    stubs = {
+        "id": "#!/bin/bash\necho 0\n",  # as root, so the script may call apt-get
+        "apt-get": f'#!/bin/bash\necho "$*" >> {apt_log}\n',
+        checkout / "test.sh": "#!/bin/bash\necho 'the suite ran'\n",
+    }
+    for where, text in stubs.items():
+        path = where if isinstance(where, Path) else tools / where
+        path.write_text(text)
+        path.chmod(0o755)
+    (checkout / ".venv").mkdir()
+    env = {"PATH": str(tools), "HOME": str(tmp_path), **({"CI": ci} if ci else {})}
+
+    result = subprocess.run(
+        [str(tools / "bash"), str(checkout / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert apt_log.read_text().splitlines() == ["update", "install -y tmux"]
+    if ci:
+        assert result.returncode == 1
+        assert "CI=true and tmux is still missing" in result.stderr
+        assert "the suite ran" not in result.stdout
+        assert (checkout / ".venv").exists()  # nothing was torn down before failing
+    else:
+        assert result.returncode == 0, result.stderr
+        assert "tmux is still missing" in result.stderr
+        assert "the suite ran" in result.stdout
+        assert not (checkout / ".venv").exists()  # the environment is rebuilt from scratch

@@ -73,8 +73,7 @@ def test_f1_help_lists_commands_and_creates_nothing(loop_env: LoopEnv) -> None:
 
     assert result.returncode == 0, result.stderr
     listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.startswith("  ")}
-    # `sessions` arrives with the sessions issue; every other command F1 names is here already.
-    assert {"start", "stop", "status", "restart", "events", "migrate-config"} <= listed
+    assert {"start", "stop", "status", "restart", "sessions", "events", "migrate-config"} <= listed
     assert {"config", "init", "plugins"} <= listed
     assert tree(loop_env.home, loop_env.cwd, loop_env.tmp / "cfg") == before
 
@@ -219,7 +218,16 @@ def test_f8_non_mapping_document_exits_2_naming_the_file(loop_env: LoopEnv, docu
 
 
 @pytest.mark.parametrize(
-    "command", [["status"], ["start"], ["config", "validate"], ["config", "show"], ["events"], ["hello", "x"]]
+    "command",
+    [
+        ["status"],
+        ["start"],
+        ["sessions", "list"],
+        ["config", "validate"],
+        ["config", "show"],
+        ["events"],
+        ["hello", "x"],
+    ],
 )
 def test_f9_retired_key_is_refused_naming_the_remedy(loop_env: LoopEnv, command: list[str]) -> None:
     loop_env.write_config(RETIRED)
@@ -454,7 +462,12 @@ def test_validate_reports_the_first_invalid_value_by_key(loop_env: LoopEnv) -> N
     result = loop_env.run("config", "validate", "--format", "json")
 
     assert result.returncode == 2
-    assert "webhooks.ghWebhook.port" in error_lines(result.stderr)[0]
+    [line] = error_lines(result.stderr)
+    assert line.startswith(f"error: {loop_env.config_path}: webhooks.ghWebhook.port: ")  # the file, then the key
+    status = loop_env.run("status")
+    assert status.returncode == 2
+    assert error_lines(status.stderr) == [line]
+    assert "Traceback" not in status.stderr
     document = json.loads(result.stdout)
     assert document["ok"] is False
     assert "webhooks.ghWebhook.port" in document["problems"][0]
@@ -599,3 +612,144 @@ def test_init_path_writes_where_asked(loop_env: LoopEnv) -> None:
     assert target.is_file()
     assert not (loop_env.home / ".the-loop").exists()
     assert loop_env.run("-c", str(target), "config", "validate", config=False).returncode == 0
+
+
+# --------------------------------------------------------------------------------------------- regressions
+
+
+def test_issue_97_the_yaml_parser_is_required_and_its_absence_is_never_silent(loop_env: LoopEnv) -> None:
+    """Upstream read a config as empty, silently, when no YAML parser was installed. Here PyYAML is a hard
+    dependency of core, and were it missing anyway a config-reading command fails loudly instead of running on
+    defaults."""
+    import tomllib
+
+    core = tomllib.loads((Path(__file__).parents[2] / "core" / "pyproject.toml").read_text())["project"]
+    assert any(req.lower().startswith("pyyaml") for req in core["dependencies"])
+
+    loop_env.write_config('version: "0.12.0"\npolling: {enabled: true, sources: [{provider: fake}]}\n')
+    no_yaml = loop_env.tmp / "no-yaml"
+    no_yaml.mkdir()
+    (no_yaml / "yaml.py").write_text("raise ModuleNotFoundError(\"No module named 'yaml'\", name='yaml')\n")
+
+    result = loop_env.run("status", PYTHONPATH=str(no_yaml))
+
+    assert result.returncode == 2
+    [line] = error_lines(result.stderr)
+    assert "yaml" in line
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""  # never a status computed from an empty config
+
+
+def test_a_poll_source_no_installed_plugin_provides_is_refused_by_name(loop_env: LoopEnv) -> None:
+    """Decision 8: provider names are checked against what is installed, never against a closed list."""
+    loop_env.write_config('version: "0.12.0"\npolling: {enabled: true, sources: [{provider: nosuch}]}\n')
+
+    validated = loop_env.run("config", "validate")
+    assert validated.returncode == 2
+    [line] = error_lines(validated.stderr)
+    assert "polling.sources[0].provider: 'nosuch'" in line
+
+    started = loop_env.run("start")
+    assert started.returncode == 1
+    assert "poller      misconfigured" in started.stdout.splitlines()
+    assert "polling.sources[0].provider: 'nosuch'" in started.stdout
+    assert not (loop_env.root / "poll.pid").exists()
+
+    status = loop_env.run("status")
+    assert status.returncode == 1
+    assert "problem:    polling.sources[0].provider: 'nosuch'" in status.stdout
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["status", "--bogus"], ["nosuchcommand"]])
+def test_an_unknown_option_or_command_prints_usage_on_stderr_and_exits_2(loop_env: LoopEnv, args: list[str]) -> None:
+    """F §1.4 R2."""
+    loop_env.write_config(CURRENT)
+
+    result = loop_env.run(*args)
+
+    assert result.returncode == 2
+    assert "Usage:" in result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+
+
+JIRA = "site: jira.test, deployment: cloud, projects: {PROJ: {repository: octo/repo}}"
+RETIRED_KEYS = {
+    "routing.control.ghBinary": ("routing: {control: {ghBinary: gh}}\n", "routing.control.ghBinary"),
+    "routing.reactions.ghBinary": ("routing: {reactions: {ghBinary: gh}}\n", "routing.reactions.ghBinary"),
+    "routing.announce.ghBinary": ("routing: {announce: {ghBinary: gh}}\n", "routing.announce.ghBinary"),
+    "webhooks.ghWebhook.routing": (
+        "webhooks: {ghWebhook: {routing: {spawnOnUnmatched: labeled, control: {ghBinary: gh}}}}\n",
+        "webhooks.ghWebhook.routing",
+    ),
+    "polling.stateFile": ("polling: {stateFile: x.json}\n", "polling.stateFile"),
+    "integrations.slack": ("integrations: {slack: {channel: C1}}\n", "integrations.slack"),
+    "collaborators": ("collaborators: [dana]\n", "collaborators"),
+    "notifications": ("notifications: {slack: true}\n", "notifications"),
+    "channels.slack.events": ("channels: {slack: {events: [session.awaiting_input]}}\n", "channels.slack.events"),
+    "channels.slack.authorizedUsers": (
+        "channels: {slack: {authorizedUsers: [U0DANA]}}\n",
+        "channels.slack.authorizedUsers",
+    ),
+    "polling.sources.repos": (
+        "polling: {sources: [{provider: github, repos: [octo/repo]}]}\n",
+        "polling.sources[0].repos",
+    ),
+    "polling.sources.label": (
+        "polling: {sources: [{provider: github, label: go}]}\n",
+        "polling.sources[0].label",
+    ),
+    "routing.autoExecuteLabel": ("routing: {autoExecuteLabel: go}\n", "routing.autoExecuteLabel"),
+    "integrations.github.transport": ("integrations: {github: {transport: cli}}\n", "integrations.github.transport"),
+    "integrations.github.cli": ("integrations: {github: {cli: {binary: gh}}}\n", "integrations.github.cli"),
+    "integrations.jira.api.tokenEnv": (
+        f"integrations: {{jira: {{{JIRA}, api: {{emailEnv: [E], tokenEnv: T}}}}}}\n",
+        "integrations.jira.api.tokenEnv",
+    ),
+    "integrations.jira.api.baseUrl": (
+        f"integrations: {{jira: {{{JIRA}, api: {{emailEnv: [E], tokenEnv: [T], baseUrl: 'https://j.test'}}}}}}\n",
+        "integrations.jira.api.baseUrl",
+    ),
+}
+
+
+@pytest.mark.parametrize(("body", "key"), list(RETIRED_KEYS.values()), ids=list(RETIRED_KEYS))
+def test_every_retired_key_is_refused_then_migrated_in_one_run(loop_env: LoopEnv, body: str, key: str) -> None:
+    """F §2.3's table: each retired key is refused naming it and the remedy; one `migrate-config` run leaves a
+    config that loads, and a second run has nothing to do."""
+    loop_env.write_config(CURRENT + body)
+
+    refused = loop_env.run("status")
+    assert refused.returncode == 2
+    [line] = error_lines(refused.stderr)
+    assert key in line and "the-loop migrate-config" in line
+
+    migrated = loop_env.run("migrate-config")
+    assert migrated.returncode == 0, migrated.stderr
+    assert key in migrated.stdout
+    validated = loop_env.run("config", "validate")
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    again = loop_env.run("migrate-config")
+    assert again.stdout.strip() == "config is already current; nothing to migrate"
+
+
+def test_migrate_config_moves_values_to_their_new_homes(loop_env: LoopEnv) -> None:
+    loop_env.write_config(
+        CURRENT
+        + "webhooks: {ghWebhook: {port: 9000, routing: {spawnOnUnmatched: labeled, control: {ghBinary: gh}}}}\n"
+        + "channels: {slack: {events: [session.awaiting_input], authorizedUsers: [U0DANA]}}\n"
+        + "polling: {sources: [{provider: github, repos: [octo/repo], label: go}]}\n"
+    )
+
+    assert loop_env.run("migrate-config").returncode == 0
+
+    migrated = yaml.safe_load(loop_env.config_path.read_text())
+    assert migrated["webhooks"] == {"ghWebhook": {"port": 9000}}
+    assert migrated["routing"] == {
+        "spawnOnUnmatched": "labeled",
+        "control": {},
+        "authorizedUsers": [{"slack": "U0DANA"}],
+    }
+    assert migrated["channels"]["slack"] == {"subscribe": ["session.awaiting_input"]}
+    assert migrated["repositories"] == ["octo/repo"]
+    assert migrated["polling"]["sources"] == [{"provider": "github", "labels": ["go"]}]

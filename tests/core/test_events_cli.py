@@ -274,6 +274,11 @@ def test_f26_follow_prints_appended_lines_within_a_second_and_exits_0_on_sigint(
         append(b'{"ts":"2026-07-22T13:02:00.000Z","source":"sessions","event":"session.resumed","level":"info"}')
         assert b"session.resumed" in _read_line(out, 1.0)
 
+        # A log moved away (rotated by rename) is followed into the new file at the same path.
+        log.rename(log.with_name("events.jsonl.1"))
+        append(b'{"ts":"2026-07-22T13:03:00.000Z","source":"sessions","event":"session.closed","level":"info"}')
+        assert b"session.closed" in _read_line(out, 1.0)
+
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 0
         assert process.stderr is not None
@@ -289,3 +294,102 @@ def test_follow_refuses_json_format(loop_env: LoopEnv, log: Path) -> None:
 
     assert result.returncode == 2
     assert "--follow" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+_EMITTER = """
+import sys
+from pathlib import Path
+from the_loop import events
+
+path, go, count = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+events.configure(path, "poll")
+while not go.exists():
+    pass
+for n in range(count):
+    # Lines up to ~9 KB: past PIPE_BUF, so only the whole-line write under the lock keeps them apart.
+    events.emit("dispatch.queued", n=n, pad="x" * (97 * (n % 97)))
+"""
+
+
+def test_concurrent_processes_append_whole_lines(tmp_path: Path) -> None:
+    """F §4.1: lines appended by several processes at once never interleave or go missing."""
+    path, go = tmp_path / "logs" / "events.jsonl", tmp_path / "go"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _EMITTER, str(path), str(go), "400"], stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    go.touch()
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""  # ends with a whole line
+    records = [json.loads(line) for line in lines[:-1]]  # every line parses on its own
+    assert len(records) == 1200
+    by_pid: dict[int, list[int]] = {}
+    for record in records:
+        assert record["pad"] == "x" * (97 * (record["n"] % 97))
+        by_pid.setdefault(record["pid"], []).append(record["n"])
+    assert sorted(by_pid) == sorted(writer.pid for writer in writers)
+    assert all(numbers == list(range(400)) for numbers in by_pid.values())  # each writer's lines in its order
+
+
+@pytest.fixture
+def configured_log(tmp_path: Path):
+    path = tmp_path / "logs" / "events.jsonl"
+    events.configure(path, "cli")
+    yield path
+    events.configure(None, "cli")
+
+
+def test_every_line_carries_the_envelope(configured_log: Path) -> None:
+    events.emit("dispatch.dropped", level="loud", work_item="github:octo/repo#15", reason="paused", note=None)
+    events.emit("session.spawned", level="warning", source="sessions")
+
+    first, second = (json.loads(line) for line in configured_log.read_text().splitlines())
+    assert list(first)[:5] == ["ts", "source", "event", "level", "pid"]
+    assert first["ts"][:2] == "20" and first["ts"][10] == "T" and first["ts"].endswith("Z") and len(first["ts"]) == 24
+    assert (first["source"], first["event"], first["level"], first["pid"]) == (
+        "cli",
+        "dispatch.dropped",
+        "info",  # an unknown level is written as info
+        os.getpid(),
+    )
+    assert "note" not in first  # None fields are dropped
+    assert (first["work_item"], first["reason"]) == ("github:octo/repo#15", "paused")
+    assert (second["source"], second["level"]) == ("sessions", "warning")
+
+
+def test_an_unwritable_log_warns_once_and_never_raises(
+    tmp_path: Path, configured_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configured_log.mkdir(parents=True)  # a directory where the log should be: every write fails
+    events.emit("dispatch.queued")
+    events.emit("dispatch.queued")
+    assert capsys.readouterr().err.count(f"warning: cannot write event log {configured_log}") == 1
+
+
+def test_event_log_disabled_in_config_writes_nothing(loop_env: LoopEnv) -> None:
+    loop_env.write_config('version: "0.12.0"\neventLog: {enabled: false}\n')
+
+    result = loop_env.run("hello", "dana")  # the example plugin's command logs hello.said
+
+    assert result.returncode == 0, result.stderr
+    assert not (loop_env.root / "logs").exists()
+    loop_env.write_config('version: "0.12.0"\n')
+    assert loop_env.run("hello", "dana").returncode == 0
+    assert [record["event"] for record in loop_env.events()] == ["hello.said"]
+
+
+def test_an_unwritable_log_leaves_the_command_working(loop_env: LoopEnv) -> None:
+    loop_env.write_config('version: "0.12.0"\neventLog: {path: logs/events.jsonl}\n')
+    (loop_env.root / "logs" / "events.jsonl").mkdir(parents=True)
+
+    result = loop_env.run("hello", "dana")
+
+    assert result.returncode == 0
+    assert result.stdout.strip() == "hello, dana"
+    [warning] = [line for line in result.stderr.splitlines() if "cannot write event log" in line]
+    assert warning.startswith("warning: ")

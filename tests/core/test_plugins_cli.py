@@ -74,7 +74,7 @@ def test_plugins_skips_services_when_the_config_is_broken(loop_env: LoopEnv) -> 
     result = loop_env.run("plugins", "--format", "json")
 
     assert result.returncode == 0
-    assert "services not listed" in result.stderr
+    assert "services and ingresses not listed" in result.stderr
     found = {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
     assert found["core"]["contributions"]["services"] == []
     assert found["hello"]["contributions"]["commands"] == ["hello"]
@@ -140,3 +140,123 @@ def test_a_plugin_that_fails_to_import_is_reported_and_breaks_nothing(configured
     assert "plugin broken" in hello.stderr  # reported, not hidden
     assert configured.run("config", "validate", **env).returncode == 0
     assert configured.run("events", "--types", **env).returncode == 0
+
+
+CLASHING = """
+from the_loop import hookimpl
+from the_loop.interfaces import CommandSpec
+
+
+@hookimpl
+def loop_register_commands():
+    return [
+        CommandSpec("status", "A plugin's own status.", "clashing_plugin:nope"),
+        CommandSpec("validate", "A plugin's own validate.", "clashing_plugin:nope", parent="config"),
+    ]
+
+
+def nope():
+    raise SystemExit("the plugin's command ran instead of core's")
+"""
+
+
+def test_a_plugin_command_clashing_with_core_loses_with_a_warning_naming_both(configured: LoopEnv) -> None:
+    """F §1.4 R13: on a name collision core wins, and the warning names the plugin's distribution and core's."""
+    site = write_plugin_dist(configured.tmp / "site", "clashing", CLASHING)
+    env = {"PYTHONPATH": str(site)}
+
+    helped = configured.run("--help", **env)
+    assert helped.returncode == 0, helped.stderr
+    [status_row] = [line for line in helped.stdout.splitlines() if line.split()[:1] == ["status"]]
+    assert "A plugin's own status." not in status_row
+    warnings = [line for line in helped.stderr.splitlines() if line.startswith("warning:")]
+    [warning] = [w for w in warnings if "'status'" in w]  # once, however often click lists the commands
+    assert "clashing-plugin" in warning and "the-loop-core" in warning
+
+    status = configured.run("status", **env)  # core's command runs, not the plugin's
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[1].split()[0] == "config"
+    validated = configured.run("config", "validate", **env)
+    assert validated.returncode == 0, validated.stderr
+    assert validated.stdout.startswith("config OK:")
+    group_help = configured.run("config", "--help", **env)
+    assert "A plugin's own validate." not in group_help.stdout
+    assert any("'validate'" in line and "the-loop-core" in line for line in group_help.stderr.splitlines())
+
+
+RAISING = """
+import click
+from the_loop import hookimpl
+from the_loop.interfaces import CommandSpec
+
+
+@hookimpl
+def loop_register_commands():
+    return [CommandSpec("boom", "Fail unexpectedly.", "raising_plugin:boom")]
+
+
+@click.command()
+def boom():
+    raise RuntimeError("kaboom")
+"""
+
+
+def test_an_unexpected_exception_is_one_error_line_and_exit_2_with_a_traceback_only_under_debug(
+    configured: LoopEnv,
+) -> None:
+    """F §1.4 R3-R4: every command, core or plugin, uses 0/1/2; a bug is exit 2, its traceback shown on request."""
+    site = write_plugin_dist(configured.tmp / "site", "raising", RAISING)
+
+    plain = configured.run("boom", PYTHONPATH=str(site))
+    assert plain.returncode == 2
+    assert plain.stderr.strip() == "error: unexpected RuntimeError: kaboom"
+
+    debug = configured.run("--debug", "boom", PYTHONPATH=str(site))
+    assert debug.returncode == 2
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.rstrip().endswith("error: unexpected RuntimeError: kaboom")
+
+
+_MODULES_AT_EXIT = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+runpy.run_module("the_loop", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_help_lists_a_plugin_command_without_importing_its_module(configured: LoopEnv) -> None:
+    """F §1.4 R13: `--help` shows a plugin's command and its one-line help from the hook's CommandSpec alone; the
+    command's module (and whatever it imports) loads only when the command runs."""
+    import subprocess
+    import sys
+
+    modules = configured.tmp / "modules.txt"
+    argv = [sys.executable, "-c", _MODULES_AT_EXIT, str(modules), "-c", str(configured.config_path)]
+
+    helped = subprocess.run([*argv, "--help"], cwd=configured.cwd, env=configured.env, capture_output=True, text=True)
+    assert helped.returncode == 0, helped.stderr
+    assert any(line.split()[:2] == ["hello", "Greet"] for line in helped.stdout.splitlines())
+    loaded = set(modules.read_text().split())
+    assert "the_loop_hello.plugin" in loaded  # the hook declarations
+    assert "the_loop_hello.cli" not in loaded
+
+    ran = subprocess.run([*argv, "hello", "x"], cwd=configured.cwd, env=configured.env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "the_loop_hello.cli" in set(modules.read_text().split())
+
+
+def test_plugins_lists_the_ingresses_the_config_enables(loop_env: LoopEnv) -> None:
+    """Providers include ingresses: each plugin's webhook routes and poll sources, as this config enables them."""
+    loop_env.write_config('version: "0.12.0"\n')
+    assert plugins_json(loop_env)["github"]["contributions"]["ingresses"] == []  # nothing enabled, nothing built
+
+    loop_env.write_config(
+        'version: "0.12.0"\nrepositories: [octo/repo]\nwebhooks: {ghWebhook: {enabled: true}}\n'
+        "polling: {sources: [{provider: github}]}\n"
+    )
+    github = plugins_json(loop_env)["github"]
+    assert github["contributions"]["ingresses"] == ["github (webhook /gh-webhook)", "github (poll source)"]
+    assert github["contributions"]["ticketing"] == ["github"]
+    text = loop_env.run("plugins").stdout
+    assert "  ingresses: github (webhook /gh-webhook), github (poll source)" in text

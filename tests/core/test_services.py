@@ -84,7 +84,8 @@ def test_f14_enabled_poller_not_running_exits_1_and_json_ok_false(env: LoopEnv) 
 def test_status_json_keys(env: LoopEnv) -> None:
     result = env.run("status", "--format", "json")
     report = json.loads(result.stdout)
-    assert set(report) == {"version", "configPath", "stateRoot", "services", "ok", "channelBacklog"}
+    assert set(report) == {"version", "configPath", "stateRoot", "services", "ok", "conflictingRoots", "channelBacklog"}
+    assert report["conflictingRoots"] == []
     assert report["configPath"] == str(env.config_path)
     assert report["stateRoot"] == str(env.root)
     assert [item["service"] for item in report["services"]] == ["gh-webhook", "poller"]
@@ -427,3 +428,279 @@ def test_restart_exit_code_follows_the_start_half(env: LoopEnv) -> None:
     assert result.returncode == 1
     completed = [record for record in env.events() if record["event"] == "restart.completed"]
     assert completed[-1]["ok"] is False and completed[-1]["stop_ok"] is True
+
+
+def test_issue_339_a_started_daemon_gets_the_absolute_config_path(env: LoopEnv) -> None:
+    """The root is anchored on the config file and children get ``THE_LOOP_CLI_CONFIG=<absolute path>``, so a
+    daemon started with a relative ``-c`` reads the same config and state root as the CLI, whatever its cwd."""
+    poller_config(env)
+    relative = os.path.relpath(env.config_path, env.cwd)
+    argv = [sys.executable, "-m", "the_loop", "-c", relative, "start", "poller"]
+    started = subprocess.run(argv, cwd=env.cwd, env=env.env, capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stdout + started.stderr
+    pid = int(row(started.stdout, "poller").split("(pid ")[1].rstrip(")"))
+
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert f"THE_LOOP_CLI_CONFIG={env.config_path}".encode() in environ
+    assert Path(f"/proc/{pid}/cwd").resolve() != env.config_path.parent  # not relying on the daemon's cwd
+    status = subprocess.run([*argv[:5], "status", "--format", "json"], cwd=env.cwd, env=env.env, capture_output=True)
+    report = json.loads(status.stdout)
+    assert (report["configPath"], report["stateRoot"]) == (str(env.config_path), str(env.root))  # no "..": one path
+    assert (report["services"][1]["running"], report["services"][1]["pid"]) == (True, pid)
+    assert env.run("stop").returncode == 0
+
+
+def test_a_plugin_that_fails_to_import_never_stops_a_daemon(env: LoopEnv) -> None:
+    """ARCHITECTURE §3: a plugin that fails to import is reported and logged, never fatal to the daemon."""
+    from the_loop.testing import write_plugin_dist
+
+    site = write_plugin_dist(env.tmp / "site", "broken", 'raise RuntimeError("broken on purpose")\n')
+    poller_config(env)
+    pythonpath = os.pathsep.join([str(site), env.env["PYTHONPATH"]])
+
+    result = env.run("daemon", "run", "poller", "--once", PYTHONPATH=pythonpath)
+
+    assert result.returncode == 0, result.stderr
+    assert "broken on purpose" in result.stderr  # reported where the daemon logs
+    assert [record["event"] for record in env.events()][:3] == ["daemon.started", "poller.started", "poll.cycle"]
+    assert not (env.root / "poll.pid").exists()
+
+
+def test_a_pidfile_that_cannot_be_a_lock_refuses_the_daemon_naming_the_path(env: LoopEnv) -> None:
+    """F §1.5: a lock path that cannot be used → the daemon refuses (exit 1, naming the path); status: not
+    running; stop: failed, never a signal."""
+    poller_config(env)
+    pidfile = env.root / "poll.pid"
+    pidfile.mkdir()  # a directory where the lock file should be
+
+    daemon = env.run("daemon", "run", "poller", "--once")
+    assert daemon.returncode == 1
+    assert str(pidfile) in daemon.stderr
+    assert "Traceback" not in daemon.stderr
+    assert not (env.root / "poll-status.json").exists()  # no cycle ran
+
+    status = env.run("status")
+    assert status.returncode == 1
+    assert row(status.stdout, "poller").endswith("not running [enabled]")
+    stopped = env.run("stop")
+    assert stopped.returncode == 1
+    assert str(pidfile) in row(stopped.stdout, "poller")
+
+
+def test_a_relative_configured_pidfile_resolves_against_the_state_root_for_status_and_stop(
+    env: LoopEnv, hold_lock
+) -> None:
+    """F §2.6 R3 (and the reference's ⚠: status/stop ignored a configured receiver pidfile): one resolver."""
+    env.write_config(f"{DISABLED}webhooks: {{ghWebhook: {{pidfile: run/hook.pid}}}}\n")
+    pidfile = env.root / "run" / "hook.pid"
+    pidfile.parent.mkdir()
+    holder = hold_lock(pidfile)
+
+    report = json.loads(env.run("status", "--format", "json").stdout)
+    receiver = report["services"][0]
+    assert receiver["pidfile"] == str(pidfile)
+    assert (receiver["running"], receiver["pid"]) == (True, holder.pid)
+
+    stopped = env.run("stop", "gh-webhook")
+    assert stopped.returncode == 0
+    assert row(stopped.stdout, "gh-webhook").endswith(f"stopped (pid {holder.pid})")
+    assert holder.process.wait(timeout=5) == -signal.SIGTERM
+
+
+_CONTENDER = """
+import sys, time
+from pathlib import Path
+from the_loop.runlock import LockHeld, RunLock, holder
+
+pidfile, counter, go, rounds = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+while not go.exists():
+    pass
+done = 0
+while done < rounds:
+    lock = RunLock(pidfile)
+    try:
+        lock.acquire()
+    except LockHeld:
+        continue
+    try:
+        assert holder(pidfile) == __import__("os").getpid(), "the pidfile names someone else while we hold it"
+        value = int(counter.read_text())  # a deliberately racy read-modify-write: only the lock protects it
+        time.sleep(0.0005)
+        counter.write_text(str(value + 1))
+    finally:
+        lock.release()  # unlink, then close: the next taker must not lock an orphaned inode
+    done += 1
+"""
+
+
+def test_issue_159_the_pidfile_lock_admits_one_holder_at_a_time(tmp_path: Path) -> None:
+    """Upstream let two pollers share one ledger. Four processes take and release one pidfile lock 100 times
+    each, racing on unlink/re-create; a counter only the lock protects loses nothing, and the pidfile always
+    names the holder."""
+    pidfile, counter, go = tmp_path / "poll.pid", tmp_path / "counter", tmp_path / "go"
+    counter.write_text("0")
+    contenders = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONTENDER, str(pidfile), str(counter), str(go), "100"], stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    go.touch()
+    for contender in contenders:
+        _, err = contender.communicate(timeout=120)
+        assert contender.returncode == 0, err
+    assert counter.read_text() == "400"
+    assert not pidfile.exists()  # the last holder unlinked it
+
+
+TICKER = """
+import time
+
+from the_loop import hookimpl
+from the_loop.interfaces import ServiceSpec
+
+
+@hookimpl
+def loop_register_services(config):
+    section = config.raw_at("ticker") or {}
+    return [
+        ServiceSpec(
+            name="ticker",
+            enabled=bool(section.get("enabled")),
+            enabled_by="ticker.enabled",
+            pidfile=config.state.pidfile("ticker"),
+            logfile=config.state.logfile("ticker"),
+            run="ticker_plugin:run",
+            owner="ticker",
+        )
+    ]
+
+
+def run(context):
+    print("ticker is ticking", flush=True)
+    while not context.should_stop():
+        time.sleep(0.05)
+"""
+
+
+def test_a_plugin_service_is_started_reported_and_stopped_like_cores(env: LoopEnv) -> None:
+    """Issue 2 §6: services come from core and from plugins (``loop_register_services``); start, status and
+    stop treat a third-party service exactly like the receiver and the poller."""
+    from the_loop.testing import write_plugin_dist
+
+    site = write_plugin_dist(env.tmp / "site", "ticker", TICKER)
+    env.env["PYTHONPATH"] = os.pathsep.join([str(site), env.env["PYTHONPATH"]])
+    env.write_config(f"{DISABLED}ticker: {{enabled: true}}\n")
+    pidfile = env.root / "ticker.pid"
+
+    before = env.run("status")
+    assert before.returncode == 1
+    assert row(before.stdout, "ticker").endswith("not running [enabled]")
+
+    started = env.run("start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    pid = int(row(started.stdout, "ticker").split("(pid ")[1].rstrip(")"))
+    assert pidfile.read_text().strip() == str(pid)
+    report = json.loads(env.run("status", "--format", "json").stdout)
+    assert report["ok"] is True
+    ticker = next(item for item in report["services"] if item["service"] == "ticker")
+    assert (ticker["running"], ticker["pid"], ticker["logfile"]) == (True, pid, str(env.root / "logs" / "ticker.out"))
+    wait_for(lambda: "ticker is ticking" in (env.root / "logs" / "ticker.out").read_text())
+
+    stopped = env.run("stop")
+    assert stopped.returncode == 0
+    assert row(stopped.stdout, "ticker").endswith(f"stopped (pid {pid})")
+    assert not pidfile.exists()
+    env.write_config(DISABLED)
+    assert row(env.run("status").stdout, "ticker").endswith("not running [disabled]")
+
+
+def test_issue_339_status_names_other_roots_holding_a_poller_heartbeat(env: LoopEnv) -> None:
+    """A poller started under another config (cwd-relative or home) leaves its heartbeat elsewhere; status says so
+    beside its provenance, and the exit code still follows the services alone."""
+    plain = env.run("status")
+    beat = {"startedAt": "2026-07-22T10:00:00.000Z", "lastCycleAt": "2026-07-22T10:05:00.000Z", "lastCycle": {}}
+    for other in (env.cwd / ".the-loop", env.home / ".the-loop"):
+        other.mkdir()
+        (other / "poll-status.json").write_text(json.dumps(beat))
+    (env.root / "poll-status.json").write_text(json.dumps(beat))  # the root in use never counts as a conflict
+
+    result = env.run("status")
+
+    assert result.returncode == plain.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[3:5] == [
+        f"conflict    {env.cwd / '.the-loop'} also holds a poller heartbeat (last cycle 2026-07-22T10:05:00.000Z); "
+        "a poller started with another config writes there",
+        f"conflict    {env.home / '.the-loop'} also holds a poller heartbeat (last cycle 2026-07-22T10:05:00.000Z); "
+        "a poller started with another config writes there",
+    ]
+    report = json.loads(env.run("status", "--format", "json").stdout)
+    assert report["conflictingRoots"] == [
+        {"root": str(env.cwd / ".the-loop"), "lastCycleAt": "2026-07-22T10:05:00.000Z"},
+        {"root": str(env.home / ".the-loop"), "lastCycleAt": "2026-07-22T10:05:00.000Z"},
+    ]
+    from_root = subprocess.run(  # run from the config's own folder: ./.the-loop is the root, so not a conflict
+        [sys.executable, "-m", "the_loop", "-c", str(env.config_path), "status", "--format", "json"],
+        cwd=env.root.parent,
+        env=env.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert [other["root"] for other in json.loads(from_root.stdout)["conflictingRoots"]] == [
+        str(env.home / ".the-loop")
+    ]
+
+
+def test_start_foreground_runs_one_service_in_this_process_until_sigterm(env: LoopEnv) -> None:
+    """ARCHITECTURE §5: `--foreground` runs one service in the terminal — the daemon itself, holding the lock."""
+    poller_config(env)
+    argv = [sys.executable, "-m", "the_loop", "-c", str(env.config_path), "start", "--foreground", "poller"]
+    process = subprocess.Popen(argv, cwd=env.cwd, env=env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: json.loads(env.run("status", "--format", "json").stdout)["ok"], timeout=30)
+        poller = json.loads(env.run("status", "--format", "json").stdout)["services"][1]
+        assert poller["pid"] == process.pid  # this very process, not a detached child
+        assert not (env.root / "logs" / "poller.out").exists()  # its output is the terminal's
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert not (env.root / "poll.pid").exists()
+    assert [name for name in event_names(env) if name.startswith("daemon.")] == ["daemon.started", "daemon.stopped"]
+
+
+@pytest.mark.parametrize("names", [[], ["poller", "gh-webhook"]], ids=["none", "two"])
+def test_start_foreground_needs_exactly_one_service(env: LoopEnv, names: list[str]) -> None:
+    result = env.run("start", "--foreground", *names)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --foreground runs exactly one service: the-loop start --foreground SERVICE"
+    assert result.stdout == ""
+
+
+def test_issue_318_a_secret_in_env_file_is_enough_to_start_the_receiver(env: LoopEnv) -> None:
+    """The webhook secret lives only in ``env.file`` (0600, beside the config): status names no problem, start
+    brings the receiver up, and the value appears in no output, log or event."""
+    secrets = env.config_path.parent / "secrets.env"
+    secrets.write_text(f"THE_LOOP_GH_WEBHOOK_SECRET={SECRET}\n")
+    secrets.chmod(0o600)
+    port = free_port()
+    webhook_config(env, port, extra="env: {file: secrets.env}\n")
+    assert "THE_LOOP_GH_WEBHOOK_SECRET" not in env.env
+
+    before = env.run("status")
+    assert before.returncode == 1
+    assert "problem:" not in before.stdout  # not running, but nothing missing
+    started = env.run("start", "gh-webhook")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert wait_for(lambda: _health(port)).json() == {"status": "ok"}
+    status = env.run("status", "--format", "json")
+    assert status.returncode == 0
+    assert env.run("stop").returncode == 0
+
+    outputs = [before.stdout, before.stderr, started.stdout, started.stderr, status.stdout, status.stderr]
+    logs = [(env.root / "logs" / name).read_text() for name in ("gh-webhook.out", "events.jsonl")]
+    assert not [text for text in outputs + logs if SECRET in text]

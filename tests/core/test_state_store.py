@@ -485,3 +485,78 @@ def test_records_on_one_machine_are_independent_files(store: WorkItemStore, layo
     names = sorted(p.name for p in layout.portable_dir.iterdir())
     assert names == ["github-octo-repo-15.json", "index.json", "jira-acme.atlassian.net-PROJ-12.json"]
     assert os.listdir(layout.locks_dir) and not any(p.endswith(".lock") for p in names)
+
+
+# ------------------------------------------------------------------------------------------ write order
+
+
+def test_atomic_write_syncs_the_file_before_the_rename_and_the_directory_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F §3.5 R3 (upstream never fsynced): temp file in the same directory → fsync → os.replace → directory fsync.
+    The real calls run; the wrappers only record their order."""
+    from the_loop import state
+
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
+        real_fsync(fd)
+
+    def replace(source: Any, target: Any) -> None:
+        assert Path(source).parent == Path(target).parent  # the temporary sits beside its target
+        calls.append(("replace", Path(target).name))
+        real_replace(source, target)
+
+    monkeypatch.setattr(state.os, "fsync", fsync)
+    monkeypatch.setattr(state.os, "replace", replace)
+    target = tmp_path / "local" / "record.json"
+
+    state.atomic_write_json(target, {"a": 1}, mode=0o600)
+
+    assert calls == [("fsync", "file"), ("replace", "record.json"), ("fsync", "dir")]
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_a_failed_rename_keeps_the_old_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from the_loop import state
+
+    target = tmp_path / "record.json"
+    state.atomic_write_json(target, {"old": True})
+
+    def failing_replace(source: Any, target: Any) -> None:  # an injected fault: the disk refuses the rename
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(state.os, "replace", failing_replace)
+    with pytest.raises(StateError, match=f"cannot write {re.escape(str(target))}: No space left on device"):
+        state.atomic_write_json(target, {"new": True})
+
+    assert json.loads(target.read_text()) == {"old": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json"]
+
+
+def test_a_write_parses_only_the_records_that_changed(
+    store: WorkItemStore, layout: StateLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The derived index is rebuilt after every write from a directory scan, but entries are cached by (inode,
+    mtime, size): 200 records do not mean 200 parses per write (10,000 in benchmarks/bench_state.py)."""
+    for number in range(1, 201):
+        store.update_section(f"github:octo/repo#{number}", "control", {"command": "start"})
+    parsed: list[str] = []
+    real_entry = WorkItemStore._entry
+
+    def counting_entry(self: WorkItemStore, name: str, path: Path) -> Any:
+        parsed.append(name)
+        return real_entry(self, name, path)
+
+    monkeypatch.setattr(WorkItemStore, "_entry", counting_entry)
+
+    WorkItemStore(layout, url_for=no_url).update_section("github:octo/repo#7", "poll", {"n": 1})
+
+    assert parsed == ["github-octo-repo-7.json"]
+    assert len(index_of(layout)) == 200
+    assert next(e for e in index_of(layout) if e["ref"] == "github:octo/repo#7")["sections"] == ["control", "poll"]

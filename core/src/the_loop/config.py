@@ -45,11 +45,12 @@ class ConfigRef:
 
 def resolve_config_path(flag: str | os.PathLike[str] | None = None) -> ConfigRef:
     """Pick the config file; cheap (no reads), so commands can show provenance before loading."""
+    # abspath, not Path.absolute(): a relative "../x" becomes one clean path, the same in every child process.
     if flag:
-        return ConfigRef(Path(flag).expanduser().absolute(), "flag")
+        return ConfigRef(Path(os.path.abspath(Path(flag).expanduser())), "flag")
     from_env = os.environ.get(CONFIG_ENV)
     if from_env:
-        return ConfigRef(Path(from_env).expanduser().absolute(), "env")
+        return ConfigRef(Path(os.path.abspath(Path(from_env).expanduser())), "env")
     local = Path.cwd() / ".the-loop" / CONFIG_NAME
     if local.is_file():
         return ConfigRef(local.absolute(), "cwd")

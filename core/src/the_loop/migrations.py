@@ -132,10 +132,10 @@ def _jira_token_env(doc: Doc) -> list[Change]:
 _NO_CLI = "nothing: comments, reactions and API calls go through the provider's client library"
 
 RULES: tuple[Callable[[Doc], list[Change]], ...] = (
+    _merge_webhook_routing,  # first: the pre-142 block may carry ghBinary keys the next rules remove, in one run
     _remove(("routing", "control"), "ghBinary", _NO_CLI),
     _remove(("routing", "reactions"), "ghBinary", _NO_CLI),
     _remove(("routing", "announce"), "ghBinary", _NO_CLI),
-    _merge_webhook_routing,
     _remove(("polling",), "stateFile", "state.root"),
     _rename(("integrations",), "slack", ("channels", "slack")),
     _remove((), "collaborators", "the per-work-item collaborators section (the-loop add-collaborator)"),

@@ -201,7 +201,9 @@ class PluginHost:
         return list(seen.values())
 
     def ingresses(self, config: LoadedConfig) -> list[Any]:
-        return [item for _, item in self._collect("loop_register_ingresses", config=config)]
+        pairs = self._collect("loop_register_ingresses", config=config)
+        self._note("ingresses", pairs, _ingress_label)
+        return [item for _, item in pairs]
 
     def _named(self, hook_name: str, kind: str, attr: str) -> dict[str, Any]:
         pairs = self._collect(hook_name)
@@ -240,6 +242,18 @@ class PluginHost:
         ):
             self._note(kind, self._collect(hook_name), lambda cls, attr=attr: getattr(cls, attr))
         return list(self.infos.values())
+
+
+def _ingress_label(ingress: Any) -> str:
+    """``github (webhook /gh-webhook)``, ``jira (poll source)``: what ``the-loop plugins`` shows for an ingress."""
+    from the_loop.interfaces import PollSource, WebhookIngress
+
+    name = getattr(ingress, "name", type(ingress).__name__)
+    if isinstance(ingress, WebhookIngress):
+        return f"{name} (webhook {ingress.path})"
+    if isinstance(ingress, PollSource):
+        return f"{name} (poll source)"
+    return str(name)
 
 
 _host: PluginHost | None = None

@@ -274,8 +274,29 @@ def status_report(config: LoadedConfig, specs: list[ServiceSpec]) -> dict[str, A
         "stateRoot": str(config.state.root),
         "services": rows,
         "ok": all(row["running"] for row in rows if row["enabled"]),
+        "conflictingRoots": conflicting_roots(config.state.root),
         "channelBacklog": _channel_backlog(config),
     }
+
+
+def conflicting_roots(root: Path) -> list[dict[str, Any]]:
+    """The usual other roots (``./.the-loop``, ``~/.the-loop``) that hold a poller heartbeat although this config
+    uses ``root``: a poller started under another config or cwd writes there (issue-339). Enrichment only."""
+    found = []
+    try:
+        candidates = [Path.cwd() / ".the-loop", Path.home() / ".the-loop"]
+    except (OSError, RuntimeError):  # a removed cwd, no resolvable home: nothing to compare
+        return found
+    for candidate in dict.fromkeys(candidates):
+        heartbeat = candidate / "poll-status.json"
+        try:
+            if candidate.resolve() == root.resolve() or not heartbeat.is_file():
+                continue
+        except OSError:
+            continue
+        beat = read_heartbeat(heartbeat) or {}
+        found.append({"root": str(candidate), "lastCycleAt": beat.get("lastCycleAt")})
+    return found
 
 
 def _channel_backlog(config: LoadedConfig) -> dict[str, Any] | None:
@@ -367,6 +388,12 @@ def format_status(report: dict[str, Any], config_found: bool) -> list[str]:
         f"{'config':<{NAME_WIDTH}} {report['configPath']}{found}",
         f"{'state':<{NAME_WIDTH}} {report['stateRoot']}",
     ]
+    for other in report["conflictingRoots"]:
+        seen = f"last cycle {other['lastCycleAt']}" if other["lastCycleAt"] else "no cycle recorded"
+        lines.append(
+            f"{'conflict':<{NAME_WIDTH}} {other['root']} also holds a poller heartbeat ({seen}); "
+            "a poller started with another config writes there"
+        )
     for row in report["services"]:
         lines.append(f"{row['service']:<{NAME_WIDTH}} {service_state(row)}")
         if not row["running"]:  # a running service got past its problems (its environment may differ from ours)

@@ -1,7 +1,7 @@
 """``the-loop plugins``: every plugin the host found, what it contributes, and any load error.
 
-Services depend on the config, so they are listed only when the config loads; a plugin that failed to import is
-shown with its error rather than hidden.
+Services and ingresses depend on the config (a plugin registers only what its section enables), so they are listed
+only when the config loads; a plugin that failed to import is shown with its error rather than hidden.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from the_loop.plugins import PluginInfo
 
 # The contribution kinds the host records, in the order they are shown.
-KINDS = ("commands", "config sections", "event types", "services", "harnesses", "ticketing", "channels")
+KINDS = ("commands", "config sections", "event types", "services", "ingresses", "harnesses", "ticketing", "channels")
 
 
 @click.command()
@@ -30,9 +30,11 @@ def plugins(ctx: click.Context, output_format: str) -> None:
     context = app(ctx)
     host = context.host
     try:
-        host.services(context.config(warn=False))  # records each plugin's services on its info
+        config = context.config(warn=False)
+        host.services(config)  # each records what every plugin contributes on its info
+        host.ingresses(config)
     except ConfigError as exc:
-        click.echo(f"warning: services not listed: {exc}", err=True)
+        click.echo(f"warning: services and ingresses not listed: {exc}", err=True)
     infos = host.describe()
 
     if output_format == "json":

@@ -37,14 +37,26 @@ def show(row: Row) -> None:
 
 @click.command()
 @click.argument("names", nargs=-1, metavar="[SERVICE]...")
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Run the one named SERVICE in this terminal until Ctrl-C (the same as `the-loop daemon run SERVICE`).",
+)
 @click.pass_context
-def start(ctx: click.Context, names: tuple[str, ...]) -> None:
+def start(ctx: click.Context, names: tuple[str, ...], foreground: bool) -> None:
     """Start every enabled service (or only the named ones) detached.
 
     A service counts as started only once it holds its pidfile lock. Exit 0 unless a service failed or is
     misconfigured."""
     from the_loop import services
 
+    if foreground:
+        if len(names) != 1:
+            click.echo("error: --foreground runs exactly one service: the-loop start --foreground SERVICE", err=True)
+            sys.exit(2)
+        from the_loop import daemon
+
+        sys.exit(daemon.run(app(ctx), names[0], once=False))
     click.echo(f"the-loop {__version__}")
     config, specs = chosen_services(ctx, names)
     rows = []
