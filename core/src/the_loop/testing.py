@@ -21,7 +21,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,14 @@ class LoopEnv:
             content = yaml.safe_dump(content, sort_keys=False)
         self.config_path.write_text(textwrap.dedent(content), encoding="utf-8")
         return self.config_path
+
+    def edit_config(self, change: Callable[[dict[str, Any]], None]) -> Path:
+        """Rewrite the config the way an operator's editor does: read it, ``change`` the mapping, write it back."""
+        import yaml
+
+        config = yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
+        change(config)
+        return self.write_config(config)
 
     def run(
         self, *args: str, config: bool = True, input: str | None = None, timeout: float = 60, **env: str

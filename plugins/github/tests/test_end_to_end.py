@@ -640,3 +640,38 @@ def test_s2_an_armed_item_stays_armed_across_a_restart_and_a_stop_disarms_it_dur
     machine.settled()
     assert machine.events("dispatch.dropped")[-1]["reason"] == "awaiting-start"
     assert len(machine.events("session.spawned")) == 2
+
+
+# ------------------------------------------------------------------ config edits while the daemon runs (A25)
+
+
+def test_a25_dropping_a_user_from_the_config_applies_to_their_next_comment_without_a_restart(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    pid = machine.receiver.process.pid
+
+    machine.env.edit_config(lambda c: c["routing"].update(authorizedUsers=["hubot"]))
+    machine.comment("please add tests")
+    machine.settled()
+    dropped = [e for e in machine.events("routing.dropped") if e["reason"] == "unauthorized-actor"]
+    assert [e["actor"] for e in dropped] == ["octocat"]
+    assert len(harness.submitted()) == 1  # only the boot prompt
+    assert [e["changed"] for e in machine.events("config.reloaded")] == [["routing"]]
+
+    # A broken edit is reported once and changes nothing: octocat stays dropped under the last good config.
+    machine.env.config_path.write_text(machine.env.config_path.read_text() + "routing: [unclosed\n")
+    machine.comment("still there?")
+    machine.settled()
+    failed = machine.events("config.reload-failed")
+    assert len(failed) == 1 and str(machine.env.config_path) in failed[0]["error"]
+    assert len([e for e in machine.events("routing.dropped") if e["reason"] == "unauthorized-actor"]) == 2
+
+    # Putting octocat back lets the next comment through, into the same live session.
+    edit_config_text = machine.env.config_path.read_text().replace("routing: [unclosed\n", "")
+    machine.env.config_path.write_text(edit_config_text.replace("- hubot", "- octocat"))
+    machine.comment("welcome back")
+    assert "welcome back" in harness.wait_for_submitted(2, timeout=20)[-1]
+    assert machine.receiver.process.pid == pid and machine.receiver.process.poll() is None
+    assert len(machine.events("daemon.started")) == 1

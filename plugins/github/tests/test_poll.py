@@ -1380,3 +1380,21 @@ def test_r12_a_capped_pull_request_listing_warns_and_closes_nothing(
         assert not fake.calls("GET", "/repos/octo/repo/issues/1")  # not listed, but the listing was not whole
         warnings = [line for line in capsys.readouterr().err.splitlines() if f"at least {PULLS_LIMIT}" in line]
         assert len(warnings) == 1 and "open pull requests" in warnings[0]
+
+
+def test_issue_222_a_running_poller_reads_a_repository_added_to_the_config(
+    world: Callable[..., World],
+) -> None:
+    w = world()
+    w.fake.add_issue(REPO, 1, labels=["the-loop: auto-execute"], author="alice")
+    w.fake.add_issue("octo/other", 2, labels=["the-loop: auto-execute"], author="alice")
+    process = w.start()
+    wait_for(lambda: any(call.path.startswith("/repos/octo/repo/issues") for call in w.fake.calls("GET")), timeout=30)
+    time.sleep(1.5)  # a cycle or two more, all under the old config
+    assert not [call for call in w.fake.calls("GET") if call.path.startswith("/repos/octo/other")]
+
+    w.env.edit_config(lambda c: c.update(repositories=[REPO, "octo/other"]))
+    wait_for(lambda: any(c.path.startswith("/repos/octo/other/issues") for c in w.fake.calls("GET")), timeout=30)
+    wait_for(lambda: w.session(1) is not None, timeout=30)
+    assert process.poll() is None and len(w.events("poller.started")) == 1
+    assert [e["changed"] for e in w.events("config.reloaded")] == [["repositories"]]

@@ -247,3 +247,51 @@ def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(world:
     assert world.local()["sessions"][REF]["status"] == "closed"  # type: ignore[index]  # closed before ended is stamped
     wait_for(lambda: world.events("cleanup.deferred"), timeout=20)  # the last step of the close path
     assert world.events("cleanup.deferred")[-1]["reason"] == "no-actor"
+
+
+ROSTER = """
+from the_loop.lifecycle import LifecycleHooks, WorkItemStart
+
+
+class Roster(LifecycleHooks):
+    def work_item_start(self, ctx: WorkItemStart) -> object:
+        return {"proceed": False, "reason": "not on the release roster"}
+"""
+
+
+def test_l16c_a_refused_start_on_a_jira_ticket_gets_one_marked_explanation_and_disarms(
+    world: World,
+    fake_jira: FakeJira,
+) -> None:
+    from the_loop_jira.markup import AGENT_MARKER
+
+    hooks = world.env.config_path.parent / "hooks"
+    hooks.mkdir()
+    (hooks / "roster.py").write_text(ROSTER)
+    world.env.edit_config(
+        lambda c: c.update(hooks=[{"name": "roster", "path": "hooks/roster.py", "on": ["work_item_start"]}])
+    )
+
+    world.poll()  # first sight baselines the thread
+    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok")
+    world.poll()
+
+    assert world.local() is None and world.tmux("has-session", "-t", "loop-jira-jira_test-PROJ-12").returncode != 0
+    refused = [e for e in world.events("hooks.refused") if e.get("point") == "work_item_start"]
+    assert len(refused) == 1 and refused[0]["reason"] == "not on the release roster"
+    settled = [e for e in world.events("dispatch.dropped") + world.events("control.rejected")]
+    assert any(e.get("reason") == "hook-refused" for e in settled)
+    portable = world.portable()
+    assert (portable.get("control") or {}).get("command") != "start"  # disarmed: a later comment spawns nothing
+    assert "lifecycle" not in portable
+
+    posted = [
+        c for c in fake_jira.issues["PROJ-12"].comments if c["author"]["accountId"] == fake_jira.myself["accountId"]
+    ]
+    assert len(posted) == 1
+    text = json.dumps(posted[0]["body"])
+    assert "not on the release roster" in text and AGENT_MARKER in text
+
+    fake_jira.add_comment("PROJ-12", "please get going", "acc-ok")
+    world.poll()
+    assert world.local() is None and len(world.events("hooks.refused")) == 1  # not asked again without an arming
