@@ -193,6 +193,19 @@ def test_c3_a_v1_record_with_the_dotted_name_reaches_the_live_session(world: Wor
     assert data["version"] == 2 and data["sessions"][ref]["tmuxTarget"] == "loop-fake-octo-foo_js-15"
 
 
+def test_a_v1_record_naming_no_harness_respawns_its_conversation_with_the_default_harness(world: World) -> None:
+    harness = spawned(world)
+    own = world.own()
+    world.runner.kill(own.tmux_target)
+    path = world.config.state.local_record("fake-octo-repo-15")
+    v1 = {"workItem": {"ref": REF}, "harnessSessionId": own.harness_session_id, "cwd": own.cwd, "status": "active"}
+    path.write_text(json.dumps(v1))  # written before records named their harness
+    assert world.dispatcher.dispatch(event("after the upgrade")).status == "respawned"
+    assert harness.wait_for_submitted(2)[-1] == "after the upgrade"
+    assert [e["resumed"] for e in world.events("session.respawned")] == [True]
+    assert world.own().harness == "fake"
+
+
 def test_preparation_runs_before_every_spawn_and_both_halves_of_a_respawn(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:

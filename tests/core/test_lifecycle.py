@@ -845,7 +845,7 @@ def test_e23_a_remote_hook_past_its_timeout(world: World, serve: Any, tmp_path: 
         assert world.record() is None and world.runner.probe(parse_ref(REF).tmux_name) == "absent"
         (spawn_failed,) = world.events("session.spawn_failed")
         assert spawn_failed["error"].startswith("refused by a lifecycle hook: required hook slow failed")
-        assert spawn_failed["will_retry"] is False
+        assert spawn_failed["will_retry"] is False and spawn_failed["harness"] == "fake"
         assert len(world.comments()) == 1  # the explanation, no attach comment
     else:
         assert outcome.status == "spawned"

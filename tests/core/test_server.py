@@ -124,6 +124,11 @@ def test_health_route(server: Server) -> None:
     assert httpx.head(f"{server.url}/health").status_code == 200
     started = wait_for(lambda: [record for record in server.env.events() if record["event"] == "server.started"])
     assert started[0]["port"] == server.port and "/echo" in started[0]["routes"]
+    assert (started[0]["path"], started[0]["routing"], started[0]["verifying_signatures"]) == (
+        "/gh-webhook",
+        False,
+        True,
+    )
 
 
 def test_unknown_path_is_404(server: Server) -> None:

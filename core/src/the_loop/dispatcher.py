@@ -188,8 +188,8 @@ class Dispatcher:
         target = endpoint.tmux_target or parse_ref(endpoint_ref).tmux_name
         if self.runner.probe(target) == "live":  # also for a record without a target: never replace a live pane
             return self._averted(event, endpoint_ref, endpoint, target, text)
-        try:
-            adapter = adapter_for(endpoint.harness, self.config)
+        try:  # a record that names no harness (written before harnesses were named) gets the default one
+            adapter = adapter_for(endpoint.harness or self.routing.default_harness, self.config)
         except HarnessError as exc:
             return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
         cwd = endpoint.cwd or str(spawn_workdir(self.config))
@@ -207,7 +207,9 @@ class Dispatcher:
             self.config,
         )
         if spawn.proceed is False:
-            return self._hook_refused(event, "hook-refused", "respawn its session", spawn.reason, target=target)
+            return self._hook_refused(
+                event, "hook-refused", "respawn its session", spawn.reason, target=target, harness=adapter.name
+            )
         text = cap(spawn.prompt, BOOT_PROMPT_CAP)  # the boot prompt is one argv word: tmux refuses ~16 KB
         resumed = False
         session_id = endpoint.harness_session_id
@@ -251,6 +253,7 @@ class Dispatcher:
 
         def change(record: SessionRecord) -> None:
             current = record.sessions.get(endpoint_ref) or endpoint
+            current.harness = adapter.name
             current.harness_session_id = session_id
             current.tmux_target = target
             current.cwd = cwd
@@ -394,7 +397,9 @@ class Dispatcher:
             lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, str(cwd), prompt), self.config
         )
         if spawn.proceed is False:
-            return self._hook_refused(event, "hook-refused", "start a session", spawn.reason, target=target)
+            return self._hook_refused(
+                event, "hook-refused", "start a session", spawn.reason, target=target, harness=adapter.name
+            )
         prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
         launch = Launch(prompt=prompt, session_id=session_id, cwd=cwd, args=harness_args(self.config, adapter.name))
         self._prepare(event, adapter, cwd)
@@ -489,14 +494,17 @@ class Dispatcher:
         )
         return Outcome("dropped", reason=reason, error=detail)
 
-    def _hook_refused(self, event: WorkEvent, reason: str, what: str, detail: str, *, target: str = "") -> Outcome:
+    def _hook_refused(
+        self, event: WorkEvent, reason: str, what: str, detail: str, *, target: str = "", harness: str = ""
+    ) -> Outcome:
         """A lifecycle hook said no: nothing launches or is delivered, one explanation goes on the ticket, and the
-        event is settled (never retried)."""
+        event is settled (never retried). ``target``/``harness``: the spawn that was refused."""
         if target:
             events.emit(
                 "session.spawn_failed",
                 level="error",
                 work_item=event.work_item,
+                harness=harness or None,
                 error=f"refused by a lifecycle hook: {detail or 'no reason given'}",
                 will_retry=False,
                 tmux_target=target,

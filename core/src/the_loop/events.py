@@ -42,7 +42,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("daemon.stopped", "a service released its lock and exited"),
     _t("daemon.blocked", "a service did not start: its lock is held by another process"),
     _t("daemon.failed", "a service could not start (config, credentials, preflight)"),
-    _t("server.started", "the HTTP server is listening"),
+    _t("server.started", "the HTTP server is listening (host, port, routes, path, routing, verifying_signatures)"),
     _t("server.stopped", "the HTTP server stopped"),
     _t("server.rejected", "the HTTP server refused a request (size, route, timeout)"),
     _t("poller.started", "the poller started its cycles"),

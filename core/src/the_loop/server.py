@@ -173,7 +173,16 @@ async def serve(server: uvicorn.Server, sock: socket.socket, ctx: ServiceContext
             if server.started and not announced:
                 announced = True
                 host, port = sock.getsockname()[:2]
-                events.emit("server.started", host=host, port=port, routes=routes)
+                hook = ctx.config.core.webhooks.gh_webhook
+                events.emit(
+                    "server.started",
+                    host=host,
+                    port=port,
+                    routes=routes,
+                    path=hook.path,
+                    routing=ctx.config.core.routing.enabled,
+                    verifying_signatures=not hook.allow_unsigned,
+                )
             if ctx.should_stop() or (ctx.once and server.started):
                 server.should_exit = True
             await asyncio.sleep(0.1)
