@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,8 +218,8 @@ def test_preparation_runs_before_every_spawn_and_both_halves_of_a_respawn(
     assert len(world.prepared.read_text().splitlines()) == 3  # the resume attempt and the fresh fallback
 
 
-def test_channels_open_before_the_spawn_and_a_failing_one_never_blocks_it(world: World, plugin_host: Any) -> None:
-    opened: list[str] = []
+def opening_channel(opened: list[str], check: Callable[[], None] = lambda: None) -> type[Channel]:
+    """A channel that records each conversation it is asked to open (``check`` runs as it opens one)."""
 
     class Opens(Channel):
         name = "opens"
@@ -229,7 +230,7 @@ def test_channels_open_before_the_spawn_and_a_failing_one_never_blocks_it(world:
 
         def open_conversation(self, ref: Any, title: str) -> dict[str, Any]:
             opened.append(str(ref))
-            assert not world.config.state.local_record("fake-octo-repo-15").exists()  # before the spawn
+            check()
             return {}
 
         def publish(self, binding: Any, text: str) -> None: ...
@@ -237,18 +238,33 @@ def test_channels_open_before_the_spawn_and_a_failing_one_never_blocks_it(world:
         def health(self) -> str:
             return "ok"
 
-    class Broken(Opens):
+    return Opens
+
+
+def register_channels(plugin_host: Any, *channels: type[Channel]) -> None:
+    class ChannelPlugin:
+        @hookimpl
+        def loop_register_channels(self) -> list[type[Channel]]:
+            return list(channels)
+
+    plugin_host.register(ChannelPlugin(), "channels-test")
+
+
+def test_channels_open_before_the_spawn_and_a_failing_one_never_blocks_it(world: World, plugin_host: Any) -> None:
+    opened: list[str] = []
+
+    def before_the_spawn() -> None:
+        assert not world.config.state.local_record("fake-octo-repo-15").exists()
+
+    Opens = opening_channel(opened, before_the_spawn)
+
+    class Broken(Opens):  # type: ignore[valid-type,misc]
         name = "broken"
 
         def open_conversation(self, ref: Any, title: str) -> dict[str, Any]:
             raise RuntimeError("slack is down")
 
-    class ChannelPlugin:
-        @hookimpl
-        def loop_register_channels(self) -> list[type[Channel]]:
-            return [Broken, Opens]
-
-    plugin_host.register(ChannelPlugin(), "channels-test")
+    register_channels(plugin_host, Broken, Opens)
     spawned(world)
     assert opened == [REF]
     failed = world.events("channel.open_failed")
@@ -363,30 +379,8 @@ def test_c15_a_record_without_a_target_never_kills_a_live_occupant(
 
 def test_c19_a_harness_that_cannot_be_tmux_hosted_is_refused_by_name(world: World, plugin_host: Any) -> None:
     opened: list[str] = []
-
-    class Opens(Channel):
-        name = "opens"
-
-        @classmethod
-        def enabled(cls, config: Any) -> bool:
-            return True
-
-        def open_conversation(self, ref: Any, title: str) -> dict[str, Any]:
-            opened.append(str(ref))
-            return {}
-
-        def publish(self, binding: Any, text: str) -> None: ...
-
-        def health(self) -> str:
-            return "ok"
-
-    class ChannelPlugin:
-        @hookimpl
-        def loop_register_channels(self) -> list[type[Channel]]:
-            return [Opens]
-
     plugin_host.register(_AdapterPlugin(), "adapters")
-    plugin_host.register(ChannelPlugin(), "channels-test")
+    register_channels(plugin_host, opening_channel(opened))
     outcome = world.reload(defaultHarness="oneshot").dispatch(event("go", spawn=True))
     assert outcome.status == "failed" and not outcome.will_retry
     assert "'oneshot'" in outcome.error and "pre-assignable session id" in outcome.error

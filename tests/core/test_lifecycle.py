@@ -688,13 +688,15 @@ def test_a_remote_hook_gets_the_context_as_params_with_its_token_read_at_call_ti
     assert "secret-token-value" not in world.config.state.events_path.read_text()
 
 
-class _WrongId(BaseHTTPRequestHandler):
-    """A remote hook that answers every request with another request's id."""
+class _RemoteHook(BaseHTTPRequestHandler):
+    """A remote hook on 127.0.0.1: each JSON-RPC request gets :meth:`reply`'s answer."""
+
+    def reply(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request["id"], "result": None}
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        request = json.loads(self.rfile.read(length))
-        body = json.dumps({"jsonrpc": "2.0", "id": request["id"] + 1, "result": {"prompt": "x"}}).encode()
+        body = json.dumps(self.reply(json.loads(self.rfile.read(length)))).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -703,6 +705,13 @@ class _WrongId(BaseHTTPRequestHandler):
 
     def log_message(self, *_args: Any) -> None:
         return
+
+
+class _WrongId(_RemoteHook):
+    """Answers every request with another request's id."""
+
+    def reply(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request["id"] + 1, "result": {"prompt": "x"}}
 
 
 def test_e24_a_reply_with_another_id_is_a_failure(world: World) -> None:
@@ -728,24 +737,14 @@ def test_an_unreachable_or_erroring_remote_hook_is_a_failure(world: World) -> No
     assert world.events("hooks.failed")[0]["error"].startswith("ConnectError: ")
 
 
-class _Capture(BaseHTTPRequestHandler):
-    """A remote hook that records each request (headers and body) and answers ``result: null`` to its id."""
+class _Capture(_RemoteHook):
+    """Records each request (headers and body) and answers ``result: null`` to its id."""
 
     seen: list[tuple[dict[str, str], dict[str, Any]]] = []
 
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        request = json.loads(self.rfile.read(length))
+    def reply(self, request: dict[str, Any]) -> dict[str, Any]:
         type(self).seen.append((dict(self.headers), request))
-        body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": None}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        return
+        return super().reply(request)
 
 
 def test_l11_a_remote_call_is_one_json_rpc_post_with_the_entrys_headers_and_a_fresh_id(

@@ -182,6 +182,24 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> A
         time.sleep(interval)
 
 
+def bare_repository(tmp: Path, owner: str = "octo", repo: str = "repo", branch: str = "main") -> Path:
+    """``<tmp>/remote/<owner>/<repo>.git``: a local bare repository with one commit on ``branch`` (workspace tests
+    clone it through ``routing.workspace.cloneUrlBase: file://<tmp>/remote``; no network)."""
+
+    def git(*args: str, cwd: Path | None = None) -> None:
+        subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
+
+    bare, seed = tmp / "remote" / owner / f"{repo}.git", tmp / f"seed-{owner}-{repo}"
+    bare.parent.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", "--bare", "-b", branch, str(bare))
+    git("init", "-q", "-b", branch, str(seed))
+    (seed / "README").write_text("hello\n")
+    git("add", ".", cwd=seed)
+    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "first", cwd=seed)
+    git("push", "-q", str(bare), branch, cwd=seed)
+    return bare
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
     import socket

@@ -402,18 +402,9 @@ def test_a24_cleanup_without_a_session_removes_a_stale_checkout(loop: Callable[.
     from the_loop import workspace
     from the_loop.config import load_config
     from the_loop.refs import parse_ref
+    from the_loop.testing import bare_repository
 
-    def git(*args: str, cwd: Path | None = None) -> None:
-        subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True, timeout=60)
-
-    bare, seed = gh_env.tmp / "remote" / "octo" / "repo.git", gh_env.tmp / "seed"
-    bare.parent.mkdir(parents=True)
-    git("init", "-q", "--bare", "-b", "main", str(bare))
-    git("init", "-q", "-b", "main", str(seed))
-    (seed / "README").write_text("hello\n")
-    git("add", ".", cwd=seed)
-    git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "first", cwd=seed)
-    git("push", "-q", str(bare), "main", cwd=seed)
+    bare_repository(gh_env.tmp)
     machine = loop(workspace={"root": str(gh_env.tmp / "ws"), "cloneUrlBase": f"file://{gh_env.tmp / 'remote'}"})
     config = load_config(gh_env.config_path)
     ref = parse_ref(REF)
