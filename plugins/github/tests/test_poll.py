@@ -102,6 +102,40 @@ def body_count(world: World, number: int, text: str) -> int:
     return sum(text in line for line in world.pasted(number))
 
 
+def poller_config(
+    env: LoopEnv,
+    fake: FakeGitHub,
+    socket: str,
+    routing: dict[str, Any] | None = None,
+    repositories: list[str] | None = None,
+    **polling: Any,
+) -> dict[str, Any]:
+    """The poller against ``fake``, routing with the fake harness on tmux server ``socket``; alice is authorized and
+    a label alone arms an item."""
+    return {
+        "version": "0.12.0",
+        "repositories": repositories or [REPO],
+        "routing": {
+            "enabled": True,
+            "defaultHarness": "fake",
+            "spawnOnUnmatched": "labeled",
+            "authorizedUsers": ["alice"],
+            "spawnWorkdir": str(env.tmp / "work"),
+            "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+            "control": {"requireStartCommand": False},
+            **(routing or {}),
+        },
+        "polling": {
+            "enabled": True,
+            "intervalSeconds": 1,
+            "maxRetries": 3,
+            "sources": [{"provider": "github"}],
+            **polling,
+        },
+        **fake.config(),
+    }
+
+
 @pytest.fixture
 def world(gh_env: LoopEnv) -> Iterator[Callable[..., World]]:
     made: list[tuple[World, FakeGitHub]] = []
@@ -113,30 +147,7 @@ def world(gh_env: LoopEnv) -> Iterator[Callable[..., World]]:
         logs.mkdir(exist_ok=True)
         (gh_env.tmp / "work").mkdir(exist_ok=True)
         gh_env.env.update(THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"))
-        gh_env.write_config(
-            {
-                "version": "0.12.0",
-                "repositories": repositories or [REPO],
-                "routing": {
-                    "enabled": True,
-                    "defaultHarness": "fake",
-                    "spawnOnUnmatched": "labeled",
-                    "authorizedUsers": ["alice"],
-                    "spawnWorkdir": str(gh_env.tmp / "work"),
-                    "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
-                    "control": {"requireStartCommand": False},
-                    **(routing or {}),
-                },
-                "polling": {
-                    "enabled": True,
-                    "intervalSeconds": 1,
-                    "maxRetries": 3,
-                    "sources": [{"provider": "github"}],
-                    **polling,
-                },
-                **fake.config(),
-            }
-        )
+        gh_env.write_config(poller_config(gh_env, fake, socket, routing, repositories, **polling))
         made_world = World(gh_env, fake, socket, logs)
         made.append((made_world, fake))
         return made_world
@@ -1113,28 +1124,7 @@ def loop(
         fake = FakeGitHub(tokens={TOKEN: BOT}).start()
         socket = f"the-loop-test-{secrets.token_hex(6)}"
         made.append((fake, socket))
-        gh_env.write_config(
-            {
-                "version": "0.12.0",
-                "repositories": [REPO],
-                "routing": {
-                    "enabled": True,
-                    "defaultHarness": "fake",
-                    "spawnOnUnmatched": "labeled",
-                    "authorizedUsers": ["alice"],
-                    "spawnWorkdir": str(gh_env.tmp / "work"),
-                    "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
-                    "control": {"requireStartCommand": False},
-                },
-                "polling": {
-                    "enabled": True,
-                    "intervalSeconds": 1,
-                    "maxRetries": 3,
-                    "sources": [{"provider": "github"}],
-                },
-                **fake.config(),
-            }
-        )
+        gh_env.write_config(poller_config(gh_env, fake, socket))
         config = load_config(gh_env.config_path, plugin_host)
         clock = Clock()
         inbox = Inbox(config.state, completed_limit=config.core.routing.dedup_cache_size, clock=clock)

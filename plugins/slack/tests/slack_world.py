@@ -16,7 +16,7 @@ from the_loop import events
 from the_loop.config import LoadedConfig, load_config
 from the_loop.dispatcher import Dispatcher
 from the_loop.fake_harness import FakeHarness
-from the_loop.models import WorkEvent
+from the_loop.models import Actor, InboundEvent, WorkEvent
 from the_loop.registry import SessionRegistry
 from the_loop.tmux import TmuxRunner
 
@@ -115,4 +115,39 @@ def write_config(tmp: Path, runner: TmuxRunner, server: Server, slack: dict[str,
     path.write_text(yaml.safe_dump(document))
     config = load_config(path, get_host())
     events.configure(config.state.events_path, "test")
+    return config
+
+
+def dana_comment(body: str, number: int) -> InboundEvent:
+    """A ticket comment by Dana (authorized through her Slack id) on the test work item, as an ingress delivers it."""
+    return InboundEvent(
+        dedupe_key=f"fake:comment:{number}",
+        delivery_id=f"d-{number}",
+        provider="fake",
+        transport="webhook",
+        event="issue_comment",
+        kind="comment",
+        actor=Actor(provider="slack", id=DANA),
+        body=body,
+        entity=REF,
+        work_items=(REF,),
+    )
+
+
+def config_in_process(config_path: str, env: dict[str, str], source: str) -> LoadedConfig:
+    """In a spawned child process: the test plugins (fake and Slack) and the loaded config, as a daemon has them."""
+    import os
+
+    os.environ.update(env)
+    import the_loop_slack.plugin
+    from the_loop import fake_plugin
+    from the_loop.plugins import set_host
+    from the_loop.testing import TestHost
+
+    host = TestHost.create(load_entrypoints=False)
+    host.register(fake_plugin, "fake")
+    host.register(the_loop_slack.plugin, "slack")
+    set_host(host)
+    config = load_config(config_path, host)
+    events.configure(config.state.events_path, source)
     return config

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from fake_slack import BOT_USER
-from slack_world import DANA, REF, Loop
+from slack_world import DANA, REF, Loop, dana_comment
 
 from the_loop import channel_outbox, channels
 from the_loop.dispatcher import Dispatcher, Outcome
 from the_loop.inbox import Inbox
 from the_loop.interfaces import InboundMessage
-from the_loop.models import Actor, InboundEvent, WorkEvent
+from the_loop.models import WorkEvent
 from the_loop.refs import parse_ref
 from the_loop.registry import SessionRegistry
 
@@ -55,18 +55,7 @@ def test_a_retried_dispatch_publishes_its_comment_human_once(loop: Loop) -> None
     from the_loop.router import Router
 
     harness = loop.spawn()
-    event = InboundEvent(
-        dedupe_key="fake:comment:77",
-        delivery_id="d-77",
-        provider="fake",
-        transport="webhook",
-        event="issue_comment",
-        kind="comment",
-        actor=Actor(provider="slack", id=DANA),
-        body="please also update the changelog",
-        entity=REF,
-        work_items=(REF,),
-    )
+    event = dana_comment("please also update the changelog", 77)
     router = Router(loop.config, FailingOnce(loop.config, runner=loop.runner))
     assert router.handle(event).status == "failed"
     assert router.handle(event).status == "delivered"  # the inbox's retry of the same event

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from slack_world import BOT_TOKEN, CHANNEL, REF, Loop
+from slack_world import BOT_TOKEN, CHANNEL, REF, Loop, config_in_process
 
 from the_loop import channel_outbox, channels
 from the_loop.refs import parse_ref
@@ -141,20 +141,9 @@ def test_d6_a_refused_post_is_queued_drained_late_and_the_queue_is_capped(loop: 
 def _open_in_process(config_path: str, env: dict[str, str], ready: Any) -> None:
     import os
 
-    os.environ.update(env)
-    import the_loop_slack.plugin
     from the_loop import channels as core_channels
-    from the_loop import events, fake_plugin
-    from the_loop.config import load_config
-    from the_loop.plugins import set_host
-    from the_loop.testing import TestHost
 
-    host = TestHost.create(load_entrypoints=False)
-    host.register(fake_plugin, "fake")
-    host.register(the_loop_slack.plugin, "slack")
-    set_host(host)
-    config = load_config(config_path, host)
-    events.configure(config.state.events_path, "proc")
+    config = config_in_process(config_path, env, "proc")
     ready.wait()
     core_channels.publish(config, "comment.agent", REF, text=f"from {os.getpid()}")
 

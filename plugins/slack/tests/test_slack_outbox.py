@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slack_world import APP_TOKEN, BOT_TOKEN, CHANNEL, DANA, REF, Loop
+from slack_world import APP_TOKEN, BOT_TOKEN, CHANNEL, DANA, REF, Loop, config_in_process, dana_comment
 
 from the_loop import channel_outbox, channels
 
@@ -71,22 +71,10 @@ def test_a_new_event_waits_behind_its_work_items_backlog(loop: Loop) -> None:
 
 
 def test_a_person_s_ticket_comment_is_published_as_comment_human(loop: Loop) -> None:
-    from the_loop.models import Actor, InboundEvent
     from the_loop.router import Router
 
     harness = loop.spawn()
-    event = InboundEvent(
-        dedupe_key="fake:comment:1",
-        delivery_id="d-1",
-        provider="fake",
-        transport="webhook",
-        event="issue_comment",
-        kind="comment",
-        actor=Actor(provider="slack", id=DANA),
-        body="please also update the docs",
-        entity=REF,
-        work_items=(REF,),
-    )
+    event = dana_comment("please also update the docs", 1)
     outcome = Router(loop.config, loop.dispatcher()).handle(event)
     assert outcome.status == "delivered"
     harness.wait_for_submitted(2)
@@ -106,20 +94,9 @@ def test_closing_the_work_item_publishes_work_item_closed(loop: Loop) -> None:
 
 
 def _drain_in_process(config_path: str, env: dict[str, str], now: float, ready: Any) -> None:
-    os.environ.update(env)
-    import the_loop_slack.plugin
     from the_loop import channels as core_channels
-    from the_loop import events, fake_plugin
-    from the_loop.config import load_config
-    from the_loop.plugins import set_host
-    from the_loop.testing import TestHost
 
-    host = TestHost.create(load_entrypoints=False)
-    host.register(fake_plugin, "fake")
-    host.register(the_loop_slack.plugin, "slack")
-    set_host(host)
-    config = load_config(config_path, host)
-    events.configure(config.state.events_path, "drainer")
+    config = config_in_process(config_path, env, "drainer")
     ready.wait()
     core_channels.drain(config, now=now)
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 import pytest
-from slack_world import CHANNEL, DANA, REF, Loop
+from slack_world import CHANNEL, DANA, REF, Loop, dana_comment
 
 from the_loop import channel_outbox, channels
 from the_loop.config import ConfigError
@@ -247,24 +247,12 @@ def test_a_channel_name_is_resolved_once_and_an_unknown_one_refuses_every_post_w
 
 
 def test_a_ticket_comment_carrying_an_envelope_is_never_published_back_to_the_channel(loop: Loop) -> None:
-    from the_loop.models import Actor, InboundEvent
     from the_loop.router import Router
 
     harness = loop.spawn()
     posts = len(loop.slack.posts())
     body = 'looks good\n\n<!-- the-loop:event {"actor":{},"source":"slack","ts":"t","type":"gate.feedback"} -->'
-    event = InboundEvent(
-        dedupe_key="fake:comment:77",
-        delivery_id="d-77",
-        provider="fake",
-        transport="webhook",
-        event="issue_comment",
-        kind="comment",
-        actor=Actor(provider="slack", id=DANA),
-        body=body,
-        entity=REF,
-        work_items=(REF,),
-    )
+    event = dana_comment(body, 77)
     assert Router(loop.config, loop.dispatcher()).handle(event).status == "delivered"
     harness.wait_for_submitted(2)  # delivered into the session as usual
     assert len(loop.slack.posts()) == posts and not loop.events("channel.posted")
