@@ -116,6 +116,11 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     signal.signal(signal.SIGINT, stop.set)
     events.emit("daemon.started", service=name, once=once or None)
     print(f"{name}: started (pid {os.getpid()}; config {config.ref.path})", file=sys.stderr, flush=True)
+    if spec.ingress:
+        from the_loop.router import routing_warnings
+
+        for warning in routing_warnings(config):
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
     code = 0
     try:
         from the_loop.config_watch import ConfigWatcher
@@ -125,7 +130,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
         latest = ConfigWatcher(config, app.host).current  # edits to the file apply without a restart (issue-222)
         with serving(config, spec.ingress):  # routing.webTerminal: a ttyd child for as long as an ingress runs
             # The router works the inbox beside the service (routing.enabled): one worker per state root.
-            router = start_routing(config, stop, latest) if spec.ingress and not once else None
+            router = start_routing(latest, stop) if spec.ingress and not once else None
             if spec.ingress and not once:  # the undelivered-queue drainer and the channel poll readers
                 from the_loop.channels import start_background
 

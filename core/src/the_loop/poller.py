@@ -160,12 +160,6 @@ def run_service(ctx: ServiceContext) -> None:
     sources = configured_sources(ctx)
     heartbeat = Heartbeat(ctx.config.state.poll_status_path, interval)
     heartbeat.record()
-    if not ctx.config.core.routing.authorized_users:  # B R5: it runs, but fails closed on every comment
-        print(
-            "warning: routing.authorizedUsers is empty: nothing polled will be acted on until it names someone",
-            file=sys.stderr,
-            flush=True,
-        )
     events.emit("poller.started", interval_seconds=interval, sources=[source.name for source in sources], once=ctx.once)
     cycles = 0
     while not ctx.should_stop():

@@ -586,6 +586,18 @@ def _cleanup_effect(report: Any) -> str:
     return "cleaned" if getattr(report, "found", True) else "nothing-to-clean"
 
 
+def routing_warnings(config: LoadedConfig) -> list[str]:
+    """What an ingress service says at start when routing would act on everything or on nothing."""
+    if not config.core.routing.enabled:
+        return []
+    found = []
+    if not config.core.repositories:  # F4: an empty bound bounds nothing
+        found.append("repositories is empty: events from every repository are routed")
+    if not config.core.routing.authorized_users:  # G4, B R5: it runs, and fails closed on every actor
+        found.append("routing.authorizedUsers is empty: nothing will be acted on until it names someone")
+    return found
+
+
 class LiveRouter:
     """The router for the config in force: rebuilt when the daemon's config watcher reloads the file, so an edit
     (a user dropped from ``routing.authorizedUsers``, a repository added) applies to the next event (A25)."""
@@ -632,19 +644,17 @@ def route_pending(config: LoadedConfig) -> int:
         return 0
 
 
-def start_routing(
-    config: LoadedConfig, should_stop: Any, latest: Callable[[], LoadedConfig] | None = None
-) -> threading.Thread | None:
+def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threading.Thread | None:
     """Run the inbox worker with the router in a background thread of an ingress service (only one worker per
-    state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false. With
-    ``latest`` (the daemon's config watcher) each entry is routed under the config in force when it is handled."""
+    state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false. ``latest``
+    is the daemon's config watcher: each entry is routed under the config in force when it is handled."""
+    config = latest()
     if not config.core.routing.enabled:
         return None
     from the_loop.inbox import Inbox, InboxWorker
 
     workers = config.core.routing.max_concurrent_dispatches
-    router = LiveRouter(latest) if latest is not None else Router(config)
-    worker = InboxWorker(Inbox.for_config(config), inbox_handler(router), workers=workers)
+    worker = InboxWorker(Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers)
     thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-router", daemon=True)
     thread.start()
     return thread

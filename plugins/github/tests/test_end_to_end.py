@@ -576,7 +576,7 @@ def test_f4_g4_an_empty_repository_bound_or_allow_list_is_warned_about_at_start(
 
     assert warnings(loop()) == []
     found = warnings(loop(repositories=(), authorizedUsers=[]))
-    assert "warning: repositories is empty: deliveries from every repository are routed" in found
+    assert "warning: repositories is empty: events from every repository are routed" in found
     assert any(line.startswith("warning: routing.authorizedUsers is empty") for line in found)
 
 

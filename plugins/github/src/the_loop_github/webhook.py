@@ -72,18 +72,13 @@ class GitHubWebhook(WebhookIngress):
         self.events = tuple(hook.events)
         self.inbox = Inbox.for_config(config)  # one per route: concurrent puts share a group commit
         missing = [name for name in CLOSING_EVENTS if self.events and name not in self.events]
-        warnings = []
         if missing:  # issue-94: without closes, ended work items keep their sessions forever
-            warnings.append(
-                f"webhooks.ghWebhook.events omits {' and '.join(missing)}: closing an issue or merging a "
-                "pull request will not end its session"
+            print(
+                f"warning: webhooks.ghWebhook.events omits {' and '.join(missing)}: closing an issue or merging a "
+                "pull request will not end its session",
+                file=sys.stderr,
+                flush=True,
             )
-        if config.core.routing.enabled and not config.core.repositories:  # F4: an empty bound bounds nothing
-            warnings.append("repositories is empty: deliveries from every repository are routed")
-        if config.core.routing.enabled and not config.core.routing.authorized_users:  # G4: fail closed, say so
-            warnings.append("routing.authorizedUsers is empty: no comment, review or start will be acted on")
-        for warning in warnings:
-            print(f"warning: {warning}", file=sys.stderr, flush=True)
 
     def problems(self) -> list[str]:
         if self.allow_unsigned or os.environ.get(self.secret_env):
