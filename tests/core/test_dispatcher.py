@@ -65,7 +65,7 @@ class World:
     def reload(self, **routing: Any) -> Dispatcher:
         """A new dispatcher (a daemon restart) over a config with ``routing`` merged in."""
         self.config = _write_config(self.tmp, self.runner, routing, self.config)
-        self.dispatcher = Dispatcher(self.config, runner=self.runner, sleep=lambda s: None)
+        self.dispatcher = Dispatcher(self.config, runner=self.runner)
         return self.dispatcher
 
 

@@ -466,7 +466,7 @@ class E2E:
         """A fresh worker over a fresh dispatcher (its in-memory dedupe empty): a restarted daemon."""
         inbox = CrashingInbox.for_config(self.config)
         inbox.crash_before_settle = crash_before_settle
-        dispatcher = Dispatcher(self.config, runner=self.runner, sleep=lambda s: None)
+        dispatcher = Dispatcher(self.config, runner=self.runner)
 
         def handle(entry: InboxEntry) -> Outcome:
             result = dispatcher.dispatch(WorkEvent.model_validate(entry.data))

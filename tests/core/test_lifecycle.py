@@ -97,7 +97,7 @@ class World:
 
         self.config = load_config(path, get_host())
         events.configure(self.config.state.events_path, "test")
-        self.dispatcher = Dispatcher(self.config, runner=self.runner, sleep=lambda s: None)
+        self.dispatcher = Dispatcher(self.config, runner=self.runner)
         return self.dispatcher
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:

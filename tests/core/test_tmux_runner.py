@@ -196,7 +196,7 @@ def test_killed_server_probes_absent(tmux_runner: TmuxRunner, fake_harness: Fake
 # ------------------------------------------------------------------------------------------------ deliver
 
 
-def test_c4_multiline_prompt_is_one_bracketed_paste_and_one_submission_in_one_tmux_call(
+def test_c4_multiline_prompt_is_one_bracketed_paste_after_the_humans_draft_and_one_submission_in_one_tmux_call(
     tmux_shim: TmuxShim, tmux_runner: TmuxRunner, fake_harness: FakeHarness, tmp_path: Path
 ) -> None:
     target = start(tmux_runner, fake_harness, "loop-x-15", tmp_path)
@@ -207,11 +207,12 @@ def test_c4_multiline_prompt_is_one_bracketed_paste_and_one_submission_in_one_tm
     prompt = "New comment on github:octo/repo#15:\n\n  please fix the test\n\x1b[201~\rsneaky\nend"
     runner.deliver(target, prompt)
     expected = "New comment on github:octo/repo#15:\n\n  please fix the test\n\nsneaky\nend"
-    assert fake_harness.wait_for_submitted(1) == [expected]
-    assert [r["text"] for r in fake_harness.records("paste")] == [expected]
-    assert len(fake_harness.records("clear")) == 2  # ^A ^U before the paste
+    # The draft is kept whole, on its own line ahead of the event, and both are submitted as one turn.
+    assert fake_harness.wait_for_submitted(1) == ["junk\n" + expected]
+    assert [r["text"] for r in fake_harness.records("paste")] == ["\n" + expected]
+    assert fake_harness.records("control") == []  # no control byte is ever pasted
     # The minimum: one tmux invocation per delivery, and nothing in it that resolves a client or runs a shell.
-    assert tmux_shim.subcommands() == [["set-buffer", "load-buffer", "set-buffer", "if-shell"]]
+    assert tmux_shim.subcommands() == [["load-buffer", "set-buffer", "if-shell"]]
     assert violations(tmux_shim.calls()) == []
     assert tmux(tmux_runner, "list-buffers").stdout == ""
 

@@ -130,12 +130,15 @@ class TmuxSection(Section):
     kill_harness_on_close: bool = True
     harness_kill_grace_seconds: float = Field(5, ge=0)
     finish_grace_seconds: float = Field(300, ge=0)
+    # Kept so existing files load; readiness (readyTimeoutSeconds) decides now, not a fixed wait.
     resume_probe_seconds: float = Field(2, ge=0)
     session_per_pr: Literal["never", "cross-repository", "always"] | bool = "cross-repository"
     # New keys (not in the reference): the tmux server to use (`-L`; "" = the default server) and the bound on
     # every tmux call, instead of the 30-minute dispatch timeout.
     socket_name: str = Field("", pattern=r"^[A-Za-z0-9._-]*$")
     command_timeout_seconds: float = Field(10, gt=0)
+    # New: how long a started harness may take to be ready for input before the spawn counts as failed.
+    ready_timeout_seconds: float = Field(60, gt=0)
 
 
 class WebTerminalSection(Section):

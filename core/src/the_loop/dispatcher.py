@@ -16,26 +16,36 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from the_loop import events, lifecycle
 from the_loop.harness import HarnessError, adapter_for, harness_args, launch_argv, spawn_workdir, valid_session_id
-from the_loop.interfaces import HarnessAdapter, Launch
+from the_loop.interfaces import HarnessAdapter, Launch, ReadyCheck
 from the_loop.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.refs import parse_ref
 from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
 from the_loop.state import locked
 from the_loop.store import provider_url
-from the_loop.tmux import DeliveryError, SpawnError, SpawnResult, TargetError, TmuxRunner
+from the_loop.tmux import DeliveryError, SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner, redact
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
 
 Status = Literal["delivered", "spawned", "respawned", "dropped", "failed"]
+READY_POLL_SECONDS = 0.05
+PANE_TAIL_LINES = 12
+
+
+@dataclass(frozen=True)
+class NotStarted:
+    """A harness that did not start, or never became ready for input: why, and the pane's last lines."""
+
+    reason: str
+    last_lines: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -72,13 +82,11 @@ class Dispatcher:
         config: LoadedConfig,
         *,
         runner: TmuxRunner | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self.routing = config.core.routing
         self.runner = runner or runner_for(config)
         self.registry = SessionRegistry(config.state)
-        self.sleep = sleep
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
 
@@ -211,45 +219,36 @@ class Dispatcher:
                 event, "hook-refused", "respawn its session", spawn.reason, target=target, harness=adapter.name
             )
         text = cap(spawn.prompt, BOOT_PROMPT_CAP)  # the boot prompt is one argv word: tmux refuses ~16 KB
-        resumed = False
         session_id = endpoint.harness_session_id
-        if self.routing.tmux.resume_on_respawn and adapter.capabilities.can_resume and valid_session_id(session_id):
+        resumed = False
+        recorded = Launch(text, session_id, Path(cwd), harness_args(self.config, adapter.name))
+        why_not = self._why_not_resume(adapter, recorded)
+        last_lines: list[str] = []
+        if not why_not:
             result = self._launch(event, adapter, target, cwd, session_id, text, resume=True)
-            if isinstance(result, Outcome):
-                return result
-            if result == "live":
-                resumed = True
-            else:
-                events.emit(
-                    "session.resume_failed",
-                    level="warning",
-                    work_item=event.work_item,
-                    harness=adapter.name,
-                    harness_session_id=session_id,
-                    error=result,
-                )
-                # No kill here: the fresh spawn below clears a dead resume pane and verifies it (never a live one).
-        else:
-            reason = (
-                "resume disabled (routing.tmux.resumeOnRespawn: false)"
-                if not self.routing.tmux.resume_on_respawn
-                else f"{adapter.name} cannot resume"
-                if not adapter.capabilities.can_resume
-                else "no valid recorded session id"
-            )
+            if isinstance(result, SpawnResult):
+                return self._occupied(event, adapter, target, text, result)
+            resumed = result is None
+            if result is not None:
+                why_not, last_lines = result.reason, result.last_lines
+        if not resumed:
             events.emit(
                 "session.resume_failed",
                 level="warning",
                 work_item=event.work_item,
                 harness=adapter.name,
                 harness_session_id=session_id or None,
-                error=reason,
+                error=why_not,
+                last_lines=last_lines or None,
             )
-        if not resumed:
+            # A fresh conversation at once, with this event as its boot prompt; the fresh spawn clears a dead
+            # resume pane and verifies it (never a live one).
             session_id = str(uuid.uuid4())
             result = self._launch(event, adapter, target, cwd, session_id, text, resume=False)
-            if isinstance(result, Outcome):
-                return result
+            if isinstance(result, SpawnResult):
+                return self._occupied(event, adapter, target, text, result)
+            if result is not None:
+                return self._not_started(event, adapter, target, f"respawn: {result.reason}", result.last_lines)
 
         def change(record: SessionRecord) -> None:
             current = record.sessions.get(endpoint_ref) or endpoint
@@ -283,59 +282,107 @@ class Dispatcher:
         )
         return Outcome("delivered", tmux_target=target)
 
+    def _why_not_resume(self, adapter: HarnessAdapter, launch: Launch) -> str:
+        """Why the recorded conversation is not resumed ("" when it will be): resuming is off, the harness cannot,
+        the id is not one it takes, or the adapter finds no such conversation in the checkout."""
+        if not self.routing.tmux.resume_on_respawn:
+            return "resume disabled (routing.tmux.resumeOnRespawn: false)"
+        if not adapter.capabilities.can_resume:
+            return f"{adapter.name} cannot resume"
+        if not valid_session_id(launch.session_id) or not adapter.accepts_session_id(launch.session_id):
+            return "no valid recorded session id"
+        try:
+            exists = adapter.conversation_exists(launch)
+        except Exception as exc:  # an adapter bug must not lose the event: start fresh instead
+            return f"{adapter.name} could not tell whether the conversation exists: {type(exc).__name__}: {exc}"
+        return "" if exists else f"{adapter.name} has no conversation {launch.session_id} in {launch.cwd}"
+
     def _launch(
         self,
         event: WorkEvent,
         adapter: HarnessAdapter,
         target: str,
-        cwd: str,
+        cwd: str | Path,
         session_id: str,
         prompt: str,
         *,
         resume: bool,
-    ) -> Outcome | str:
-        """Prepare and start the harness in ``target``. Returns the probe after a resume (``live`` when it took,
-        else a reason), ``"live"`` for a fresh start, or an :class:`Outcome` when the dispatch must stop here."""
-        from pathlib import Path
-
+    ) -> NotStarted | SpawnResult | None:
+        """Prepare and start the harness in ``target``, then wait until it is ready for input. None when it is;
+        :class:`NotStarted` when it did not start or never became ready; the :class:`SpawnResult` when the name
+        is held by another occupant (nothing was started)."""
         args = harness_args(self.config, adapter.name)
         launch = Launch(prompt=prompt, session_id=session_id, cwd=Path(cwd), args=args)
         self._prepare(event, adapter, Path(cwd))
         try:
             argv = launch_argv(adapter, launch, resume=resume)
-        except HarnessError as exc:
-            if resume:
-                return str(exc)
-            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=adapter.name)
-        try:
-            result = self._spawn_in(target, cwd, argv, event)
-        except (SpawnError, TargetError) as exc:
-            if resume:
-                return str(exc)
-            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target, spawn_failed=adapter.name)
+            check = adapter.ready_check(launch)  # before the start: it may note what is already on disk
+            result = self._spawn_in(target, cwd, argv, event, adapter)
+        except (HarnessError, SpawnError, TargetError) as exc:
+            return NotStarted(str(exc))
         if not result.spawned:
-            if result.occupant == "live":
-                return self._averted(event, event.endpoint or event.work_item, Endpoint(adapter.name), target, prompt)
-            events.emit(
-                "dispatch.dropped",
-                level="error",
-                work_item=event.work_item,
-                delivery_id=event.delivery_id,
-                reason="session-occupied",
-                tmux_target=target,
-                error=result.remedy,
-            )
-            return Outcome("dropped", reason="session-occupied", error=result.remedy, tmux_target=target)
-        if not resume:
-            return "live"
-        self.sleep(self.routing.tmux.resume_probe_seconds)
-        state = self.runner.probe(target)
-        return "live" if state == "live" else f"the resumed session is {state} after the probe"
+            return result
+        return self._await_ready(target, check)
+
+    def _await_ready(self, target: str, check: ReadyCheck) -> NotStarted | None:
+        """Poll the pane until the adapter's check says ready (None), the pane dies, or
+        ``routing.tmux.readyTimeoutSeconds`` pass; a pane that never became ready is killed so a retry can start
+        again (it is our own spawn: nobody has been talking to it)."""
+        timeout = self.routing.tmux.ready_timeout_seconds
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.runner.probe(target)
+            if state in ("dead", "absent"):
+                return NotStarted("the harness exited before it was ready for input", self._last_lines(target))
+            if state == "live":
+                try:
+                    if check(self.runner.capture(target)):
+                        return None
+                except TmuxError:
+                    pass  # the pane went away between the probe and the capture: the next probe says so
+            if time.monotonic() >= deadline:
+                lines = self._last_lines(target)
+                self.runner.kill(target)
+                return NotStarted(f"the harness was not ready for input within {timeout:g}s", lines)
+            time.sleep(READY_POLL_SECONDS)
+
+    def _last_lines(self, target: str) -> list[str]:
+        """The pane's last non-empty lines, secrets masked, for the event log ([] when there is no pane)."""
+        try:
+            screen = self.runner.capture(target)
+        except (TmuxError, TargetError):
+            return []
+        lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+        return [redact(line) for line in lines[-PANE_TAIL_LINES:]]
+
+    def _occupied(
+        self, event: WorkEvent, adapter: HarnessAdapter, target: str, text: str, result: SpawnResult
+    ) -> Outcome:
+        """A respawn found the name held: deliver into a live occupant, or drop the event naming the remedy."""
+        if result.occupant == "live":
+            return self._averted(event, event.endpoint or event.work_item, Endpoint(adapter.name), target, text)
+        events.emit(
+            "dispatch.dropped",
+            level="error",
+            work_item=event.work_item,
+            delivery_id=event.delivery_id,
+            reason="session-occupied",
+            tmux_target=target,
+            error=result.remedy,
+        )
+        return Outcome("dropped", reason="session-occupied", error=result.remedy, tmux_target=target)
+
+    def _not_started(
+        self, event: WorkEvent, adapter: HarnessAdapter, target: str, error: str, last_lines: list[str]
+    ) -> Outcome:
+        """The harness did not start or never became ready: ``session.spawn_failed`` with the pane's last lines,
+        and the event released for a retry."""
+        return self._fail(
+            event, error, will_retry=True, tmux_target=target, spawn_failed=adapter.name, last_lines=last_lines
+        )
 
     def _prepare(self, event: WorkEvent, adapter: HarnessAdapter, cwd: object) -> None:
         """The adapter's pre-spawn preparation; best-effort, the spawn proceeds either way."""
-        from pathlib import Path
-
         try:
             applied = adapter.prepare(Path(str(cwd)))
         except Exception as exc:
@@ -350,18 +397,24 @@ class Dispatcher:
         if applied:
             events.emit("workspace.trusted", work_item=event.work_item, harness=adapter.name, applied=applied)
 
-    def _spawn_in(self, target: str, cwd: object, argv: list[str], event: WorkEvent) -> SpawnResult:
+    def _spawn_in(
+        self, target: str, cwd: object, argv: list[str], event: WorkEvent, adapter: HarnessAdapter
+    ) -> SpawnResult:
         """``runner.spawn`` with the session's environment and ``routing.tmux.remainOnExit``."""
         return self.runner.spawn(
             target,
             str(cwd),
             argv,
-            env=self._session_env(event.work_item),
+            env=self._session_env(event.work_item, adapter),
             remain_on_exit=self.routing.tmux.remain_on_exit,
         )
 
-    def _session_env(self, work_item: str) -> dict[str, str]:
-        env = {"THE_LOOP_WORK_ITEM": work_item, "THE_LOOP_CLI_CONFIG": str(self.config.ref.path)}
+    def _session_env(self, work_item: str, adapter: HarnessAdapter) -> dict[str, str]:
+        env = {
+            **adapter.session_env(),
+            "THE_LOOP_WORK_ITEM": work_item,
+            "THE_LOOP_CLI_CONFIG": str(self.config.ref.path),
+        }
         return {key: value for key, value in env.items() if value}
 
     # ---------------------------------------------------------------------------------------------- spawn
@@ -401,15 +454,12 @@ class Dispatcher:
                 event, "hook-refused", "start a session", spawn.reason, target=target, harness=adapter.name
             )
         prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
-        launch = Launch(prompt=prompt, session_id=session_id, cwd=cwd, args=harness_args(self.config, adapter.name))
-        self._prepare(event, adapter, cwd)
-        try:
-            argv = launch_argv(adapter, launch, resume=False)
-            result = self._spawn_in(target, cwd, argv, event)
-        except (HarnessError, SpawnError) as exc:
-            return self._fail(event, str(exc), will_retry=True, tmux_target=target, spawn_failed=adapter.name)
-        if not result.spawned:
+        args = harness_args(self.config, adapter.name)
+        result = self._launch(event, adapter, target, cwd, session_id, prompt, resume=False)
+        if isinstance(result, SpawnResult):
             return self._fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=adapter.name)
+        if result is not None:
+            return self._not_started(event, adapter, target, result.reason, result.last_lines)
 
         def change(record: SessionRecord) -> None:
             record.sessions[endpoint_ref] = Endpoint(
@@ -420,14 +470,14 @@ class Dispatcher:
                 created_at=now_iso(),
                 last_event_at=now_iso(),
                 tmux_target=target,
-                harness_args=list(launch.args),
+                harness_args=list(args),
                 recent_deliveries=[event.delivery_id],
             )
 
         self.registry.update(event.work_item, change)
         events.emit(
             "session.spawned",
-            harness_args=list(launch.args) or None,
+            harness_args=list(args) or None,
             **_session_fields(event, adapter.name, session_id, target),
         )
         spawned = lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)
@@ -513,9 +563,17 @@ class Dispatcher:
         return self._drop(event, reason, detail=detail)
 
     def _fail(
-        self, event: WorkEvent, error: str, *, will_retry: bool, tmux_target: str = "", spawn_failed: str | None = None
+        self,
+        event: WorkEvent,
+        error: str,
+        *,
+        will_retry: bool,
+        tmux_target: str = "",
+        spawn_failed: str | None = None,
+        last_lines: list[str] | None = None,
     ) -> Outcome:
-        """``spawn_failed`` names the harness when the failure is a spawn's (``session.spawn_failed`` too)."""
+        """``spawn_failed`` names the harness when the failure is a spawn's (``session.spawn_failed`` too, with
+        the pane's ``last_lines`` when there was a pane)."""
         if spawn_failed is not None:
             events.emit(
                 "session.spawn_failed",
@@ -525,6 +583,7 @@ class Dispatcher:
                 error=error,
                 will_retry=will_retry,
                 tmux_target=tmux_target or None,
+                last_lines=last_lines or None,
             )
         events.emit(
             "dispatch.failed",

@@ -8,7 +8,8 @@ log (``--log PATH`` or ``$FAKE_HARNESS_LOG``), one object per line with a ``kind
   names are present in its environment (names only, never values);
 - ``ready`` — raw mode and bracketed paste are on, the prompt is drawn;
 - ``paste`` — the text of one bracketed paste (a CR inside it restored to LF);
-- ``clear`` — Ctrl-A or Ctrl-U emptied the input line;
+- ``control`` — a control byte arrived (``byte``); Ctrl-A and Ctrl-U act as they do in Claude Code's input line
+  (move to the line start; delete from the cursor back to the line start), so neither empties a draft;
 - ``submit`` — the input line when a bare CR arrived outside a paste (``boot: true`` for the positional prompt);
 - ``signal`` / ``exit`` — SIGTERM received (and whether it was ignored), exit status.
 
@@ -30,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from the_loop.tmux import unframed
+
 __all__ = ["CREDENTIAL_NAMES", "FakeHarness", "fake_harness_argv", "main"]
 
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
-CLEAR_BYTES = (0x01, 0x15)  # Ctrl-A, Ctrl-U
+LINE_START, KILL_BACK = 0x01, 0x15  # Ctrl-A, Ctrl-U
 PROMPT = "fake-harness>"
 # Names whose presence the fake reports (a test proves the runner stripped them); values are never logged.
 CREDENTIAL_NAMES = (
@@ -103,8 +106,9 @@ class FakeHarness:
         return [r for r in records if kind is None or r["kind"] == kind]
 
     def submitted(self) -> list[str]:
-        """Every submitted input in order, the positional boot prompt first when there was one."""
-        return [record["text"] for record in self.records("submit")]
+        """Every submitted input in order, the positional boot prompt first when there was one; each as delivered,
+        without the line break a paste starts with (:func:`the_loop.tmux.unframed`)."""
+        return [unframed(record["text"]) for record in self.records("submit")]
 
     def wait_for(self, kind: str, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Wait until at least ``count`` records of ``kind`` are logged; ``AssertionError`` on timeout."""
@@ -126,7 +130,7 @@ class FakeHarness:
             time.sleep(0.005)
 
     def wait_for_submitted(self, count: int, timeout: float = 10.0) -> list[str]:
-        return [record["text"] for record in self.wait_for("submit", count, timeout)]
+        return [unframed(record["text"]) for record in self.wait_for("submit", count, timeout)]
 
 
 class _Log:
@@ -160,6 +164,7 @@ class _Tui:
     def __init__(self, log: _Log) -> None:
         self.log = log
         self.line = bytearray()
+        self.cursor = 0  # where typed and pasted text goes in, as in a real line editor
         self.paste: bytearray | None = None  # collecting a bracketed paste
         self.pending = b""  # an escape sequence split across reads
 
@@ -181,7 +186,7 @@ class _Tui:
                 self.paste += data[i:end]
                 text = bytes(self.paste).replace(b"\r", b"\n").decode(errors="replace")
                 self.log.write("paste", text=text)
-                self.line += text.encode()
+                self.insert(text.encode())
                 self.show(text)
                 self.paste = None
                 i = end + len(PASTE_END)
@@ -195,17 +200,28 @@ class _Tui:
                 return
             byte = data[i]
             i += 1
-            if byte in CLEAR_BYTES:
-                self.line.clear()
-                self.log.write("clear")
-            elif byte == 0x0D:
+            if byte == 0x0D:
                 self.submit(self.line.decode(errors="replace"))
                 self.line.clear()
+                self.cursor = 0
             elif byte == 0x7F:
-                del self.line[-1:]
+                if self.cursor:
+                    del self.line[self.cursor - 1 : self.cursor]
+                    self.cursor -= 1
+            elif byte < 0x20:
+                self.log.write("control", byte=byte)
+                if byte == LINE_START:
+                    self.cursor = 0
+                elif byte == KILL_BACK:
+                    del self.line[: self.cursor]
+                    self.cursor = 0
             else:
-                self.line.append(byte)
-                self.show(chr(byte) if 0x20 <= byte < 0x7F else "")
+                self.insert(bytes([byte]))
+                self.show(chr(byte) if byte < 0x7F else "")
+
+    def insert(self, data: bytes) -> None:
+        self.line[self.cursor : self.cursor] = data
+        self.cursor += len(data)
 
     def submit(self, text: str, boot: bool = False) -> None:
         self.log.write("submit", text=text, boot=boot)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from the_loop import hookimpl
-from the_loop.fake_harness import fake_harness_argv
-from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, TicketProvider
+from the_loop.fake_harness import PROMPT, fake_harness_argv
+from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck, TicketProvider
 from the_loop.refs import WorkItemRef
 
 MARKER = "<!-- the-loop:agent-comment -->"
@@ -45,6 +45,16 @@ class FakeAdapter(HarnessAdapter):
 
     def resume_argv(self, launch: Launch) -> list[str]:
         return self._argv(launch, resume=launch.session_id)
+
+    def ready_check(self, launch: Launch) -> ReadyCheck:
+        """Ready once the fake has drawn its prompt (it does so right before it takes the boot prompt)."""
+        return lambda screen: PROMPT in screen
+
+    def conversation_exists(self, launch: Launch) -> bool:
+        """With ``FAKE_HARNESS_STATE`` set the fake keeps one marker per conversation (as Claude Code keeps a
+        transcript); without it there is nothing to ask and a resume is tried."""
+        state = os.environ.get("FAKE_HARNESS_STATE")
+        return (Path(state) / launch.session_id).exists() if state else True
 
     def prepare(self, cwd: Path) -> list[str]:
         marker = os.environ.get("FAKE_HARNESS_PREPARED")

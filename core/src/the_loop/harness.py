@@ -40,8 +40,9 @@ def adapter_for(name: str, config: LoadedConfig) -> HarnessAdapter:
 
 def launch_argv(adapter: HarnessAdapter, launch: Launch, *, resume: bool) -> list[str]:
     """The adapter's argv, checked: its binary is on PATH and the prompt is its last element."""
-    if resume and not valid_session_id(launch.session_id):
-        raise HarnessError(f"recorded session id {launch.session_id!r} is not a valid conversation id")
+    if not valid_session_id(launch.session_id) or not adapter.accepts_session_id(launch.session_id):
+        kind = "recorded session id" if resume else "session id"
+        raise HarnessError(f"{kind} {launch.session_id!r} is not a conversation id {adapter.name} accepts")
     argv = adapter.resume_argv(launch) if resume else adapter.fresh_argv(launch)
     if not argv or shutil.which(argv[0]) is None:
         binary = argv[0] if argv else "(none)"

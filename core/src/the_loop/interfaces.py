@@ -33,6 +33,7 @@ __all__ = [
     "Launch",
     "Listener",
     "PollSource",
+    "ReadyCheck",
     "ServiceContext",
     "ServiceSpec",
     "TicketProvider",
@@ -388,6 +389,10 @@ class Capabilities:
     can_resume: bool
 
 
+# Given the pane's visible text: has the harness taken its boot prompt and is it reading input?
+ReadyCheck = Callable[[str], bool]
+
+
 @dataclass(frozen=True)
 class Launch:
     """One spawn: the boot prompt, the conversation id (fresh or recorded), the directory and extra args."""
@@ -417,6 +422,28 @@ class HarnessAdapter(abc.ABC):
         """The full argv that resumes conversation ``launch.session_id``."""
 
     def prepare(self, cwd: Path) -> list[str]:
-        """Pre-spawn preparation of the harness's own config (trust, plugin enabling), called before every
-        spawn and both halves of a respawn. Returns what it changed, for the event log."""
+        """Pre-spawn preparation of the harness's own config (trust, onboarding, plugin enabling), called before
+        every spawn and both halves of a respawn. Returns what it changed, for the event log."""
         return []
+
+    def accepts_session_id(self, session_id: str) -> bool:
+        """Whether the harness can start or resume a conversation with this id (Claude Code: a UUID). Checked at
+        ``sessions register`` and before every argv, beside core's own argv-safety check."""
+        return True
+
+    def conversation_exists(self, launch: Launch) -> bool:
+        """Whether conversation ``launch.session_id`` can be resumed in ``launch.cwd``. A respawn asks first and
+        starts a fresh conversation at once when the answer is no. The default cannot tell and says yes; a resume
+        that dies before it is ready then counts as failed."""
+        return True
+
+    def ready_check(self, launch: Launch) -> ReadyCheck:
+        """Called just before the harness is started; returns a test of the pane's visible text that is true once
+        the harness has taken its boot prompt and reads input. Until then nothing is delivered and the spawn does
+        not count as started. The default is true once the pane shows any text; an adapter should say better
+        (Claude Code: its transcript has the new prompt)."""
+        return lambda screen: bool(screen.strip())
+
+    def session_env(self) -> dict[str, str]:
+        """Extra environment for the harness process (never a credential: names core strips are refused)."""
+        return {}

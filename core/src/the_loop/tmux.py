@@ -37,6 +37,7 @@ from the_loop.state import warn_once
 
 __all__ = [
     "CREDENTIAL_ENV_NAMES",
+    "DRAFT_SEPARATOR",
     "DeliveryError",
     "ProbeState",
     "SpawnError",
@@ -45,7 +46,9 @@ __all__ = [
     "TerminateResult",
     "TmuxError",
     "TmuxRunner",
+    "redact",
     "tmux_target",
+    "unframed",
 ]
 
 ProbeState = Literal["live", "dead", "absent", "unknown"]
@@ -59,11 +62,17 @@ CREDENTIAL_ENV_NAMES: tuple[str, ...] = (
     "THE_LOOP_SLACK_APP_TOKEN",
 )
 
+# Harness credentials a pane may show part of (Claude Code prints an API key's tail in its approval dialog).
+_PANE_SECRET_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+_KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9._\-]*")
 _TARGET = re.compile(r"^loop-[A-Za-z0-9_-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 _ENV_FLAG_SINCE = (3, 2)  # new-session -e
-_CLEAR = "\x01\x15"  # Ctrl-A Ctrl-U: empty whatever a human left on the input line
+# Every paste starts on a line of its own: whatever a human left unsent on the input line stays in front of it, whole,
+# and both reach the model as one turn. No control byte is ever sent: a harness's line editor gives them meanings of
+# its own (Claude Code reads ^A^U as "go to line start, delete nothing").
+DRAFT_SEPARATOR = "\n"
 _SUBMIT = "\r"
 _PASTE_MARKERS = re.compile("\x1b\\[20[01]~")
 _PANE_DEAD = "the-loop:pane-dead"
@@ -333,28 +342,29 @@ class TmuxRunner:
     def deliver(self, target: str, text: str) -> None:
         """Paste ``text`` into the session's pane as one bracketed paste and submit it.
 
-        One tmux invocation: the three buffers (clear ``^A^U``, the text from stdin, the submit ``\\r``; named per
-        delivery, so concurrent deliveries never cross), then ``if-shell -F '#{pane_dead}'`` — a format test, no
-        shell — which pastes only into a live pane and fails for an absent one. Liveness must be checked inside
-        tmux, at paste time: tmux 3.3a crashes the whole server when asked to paste into a dead pane, and a probe
-        made before the paste could be stale by then. ``paste-buffer`` writes to the ``-t`` pane and consults no
-        client, so an attached (even read-only) observer changes nothing. On failure the session is probed:
-        dead or absent is ``session_missing``. Raises :class:`DeliveryError`.
+        The paste is :data:`DRAFT_SEPARATOR` then ``text``, so a human's unsent draft is kept, on its own line,
+        ahead of the event (see :func:`unframed`); no control byte is pasted. One tmux invocation: the two buffers
+        (the text from stdin, the submit ``\\r``; named per delivery, so concurrent deliveries never cross), then
+        ``if-shell -F '#{pane_dead}'`` — a format test, no shell — which pastes only into a live pane and fails for
+        an absent one. Liveness must be checked inside tmux, at paste time: tmux 3.3a crashes the whole server when
+        asked to paste into a dead pane, and a probe made before the paste could be stale by then. ``paste-buffer``
+        writes to the ``-t`` pane and consults no client, so an attached (even read-only) observer changes
+        nothing. On failure the session is probed: dead or absent is ``session_missing``. Raises
+        :class:`DeliveryError`.
         """
         target = tmux_target(target)
-        data = _PASTE_MARKERS.sub("", text).encode()  # the text must not end the bracketed paste itself
-        if not data:
+        body = _PASTE_MARKERS.sub("", text)  # the text must not end the bracketed paste itself
+        if not body:
             raise ValueError("nothing to deliver")
-        names = [f"the-loop-{os.getpid()}-{next(self._seq)}-{part}" for part in ("clear", "evt", "submit")]
-        clear, evt, submit = names
+        data = (DRAFT_SEPARATOR + body).encode()
+        names = [f"the-loop-{os.getpid()}-{next(self._seq)}-{part}" for part in ("evt", "submit")]
+        evt, submit = names
         pane = f"={target}:"
         paste = " ; ".join(
-            f"paste-buffer {flags} -b {name} -t {pane}"
-            for flags, name in (("-d", clear), ("-p -d", evt), ("-d", submit))
+            f"paste-buffer {flags} -b {name} -t {pane}" for flags, name in (("-p -d", evt), ("-d", submit))
         )
         drop = " ; ".join(f"delete-buffer -b {name}" for name in names)
         command = _chain(
-            ["set-buffer", "-b", clear, "--", _CLEAR],
             ["load-buffer", "-b", evt, "-"],
             ["set-buffer", "-b", submit, "--", _SUBMIT],
             [
@@ -474,6 +484,22 @@ class TmuxRunner:
             reason = "did not answer" if answer is None else answer.stderr.decode(errors="replace").strip()
             raise TmuxError(f"cannot capture {target}: {reason}")
         return answer.stdout.decode(errors="replace")
+
+
+def redact(text: str, names: Iterable[str] = ()) -> str:
+    """``text`` with every credential this process holds masked, whole or by its last 20 characters (the part a
+    harness shows), and anything shaped like an Anthropic key; for pane text that goes into the event log."""
+    for name in (*CREDENTIAL_ENV_NAMES, *_PANE_SECRET_NAMES, *names):
+        value = os.environ.get(name, "")
+        for part in (value, value[-20:]):
+            if len(part) >= 8:
+                text = text.replace(part, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
+def unframed(received: str) -> str:
+    """The delivered text as a harness received it, without the :data:`DRAFT_SEPARATOR` the paste began with."""
+    return received.removeprefix(DRAFT_SEPARATOR)
 
 
 def _check_env_name(name: str) -> None:
