@@ -344,9 +344,10 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
 
 @pytest.mark.parametrize("ci", ["true", ""], ids=["ci", "local"])
 def test_ci_run_installs_tmux_and_without_it_fails_under_ci(tmp_path: Path, ci: str) -> None:
-    """`.ci/run` installs tmux with apt-get when it is missing; if tmux is still missing, CI=true fails the run
-    (tests never skip for tmux) while a local run warns and goes on to the README's test command. A copy of the
-    script runs against stubs (an apt-get that installs nothing, a stub ``test.sh``), so nothing real changes."""
+    """`.ci/run` installs tmux (and Node.js with npm) with apt-get when missing; if tmux is still missing, CI=true
+    fails the run (tests never skip for tmux) while a local run warns and goes on to the README's test command. A
+    copy of the script runs against stubs (an apt-get that installs nothing, a stub ``test.sh``): nothing real
+    changes."""
     checkout = tmp_path / "checkout"
     (checkout / ".ci").mkdir(parents=True)
     shutil.copy2(ROOT / ".ci" / "run", checkout / ".ci" / "run")
@@ -373,7 +374,7 @@ def test_ci_run_installs_tmux_and_without_it_fails_under_ci(tmp_path: Path, ci: 
         [str(tools / "bash"), str(checkout / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60
     )
 
-    assert apt_log.read_text().splitlines() == ["update", "install -y tmux"]
+    assert apt_log.read_text().splitlines() == ["update", "install -y tmux nodejs npm"]
     if ci:
         assert result.returncode == 1
         assert "CI=true and tmux is still missing" in result.stderr

@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     if env.get("FAKE_HARNESS_IGNORE_TERM") == "1":
         _ignore_term(log)
     if "--exit-at-start" in flags:
+        os.write(2, f"fake-harness: exiting at start with status {flags['--exit-at-start']}\n".encode())
         _exit(log, int(flags["--exit-at-start"]))
     if resume and env.get("FAKE_HARNESS_REFUSE_RESUME") == "1":
         _exit(log, 1)

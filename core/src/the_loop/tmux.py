@@ -415,6 +415,10 @@ class TmuxRunner:
             return True
         return self.probe(target) == "absent"
 
+    def kill_server(self) -> None:
+        """End this tmux server and every session on it (what a crash or a reboot does to the sessions)."""
+        self._run(["kill-server"])
+
     def terminate_harness(self, target: str, grace_seconds: float = 5.0) -> TerminateResult:
         """End the harness in ``target``'s panes and keep the pane: SIGTERM, then SIGKILL after ``grace_seconds``.
 

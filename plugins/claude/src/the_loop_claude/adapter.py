@@ -1,5 +1,9 @@
 """The Claude Code adapter: the argv of a fresh and a resumed conversation, and the pre-spawn preparation.
 
+Conversation ids are UUIDs (Claude Code's ``--session-id`` takes nothing else; ``--resume`` with another word opens
+an interactive picker). A conversation exists when its transcript does, and a session is ready once its transcript
+holds the new prompt (:mod:`the_loop_claude.transcript`).
+
 Argv shape (no shell anywhere; core passes it to tmux as separate words)::
 
     <binary> --session-id <id> <routing.harnessArgs.claude…> [--disallowedTools=AskUserQuestion] -- <prompt>
@@ -12,12 +16,13 @@ with ``-`` (a Markdown list, an event quoting a flag) is never read as an option
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from the_loop.harness import HarnessError, harness_args, valid_session_id
-from the_loop.interfaces import Capabilities, HarnessAdapter, Launch
+from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 SECTION = "integrations.claude"
 # One token: --disallowedTools is variadic, so a separate value word could swallow what follows (R24).
 UNATTENDED_ARGS = ("--disallowedTools=AskUserQuestion",)
+UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 class ClaudeAdapter(HarnessAdapter):
@@ -50,9 +56,12 @@ class ClaudeAdapter(HarnessAdapter):
         """Every interaction mode except ``cli`` is unattended: nobody answers a question asked in the pane."""
         return UNATTENDED_ARGS if self.config.core.routing.interaction.mode != "cli" else ()
 
+    def accepts_session_id(self, session_id: str) -> bool:
+        return bool(UUID.match(session_id))
+
     def _argv(self, id_flag: str, launch: Launch) -> list[str]:
-        if not valid_session_id(launch.session_id):  # a "--flag" can never pose as an id
-            raise HarnessError(f"{launch.session_id!r} is not a valid conversation id")
+        if not valid_session_id(launch.session_id) or not self.accepts_session_id(launch.session_id):
+            raise HarnessError(f"{launch.session_id!r} is not a Claude Code conversation id (a UUID)")
         return [self.binary(), id_flag, launch.session_id, *launch.args, *self.unattended(), "--", launch.prompt]
 
     def fresh_argv(self, launch: Launch) -> list[str]:
@@ -61,17 +70,46 @@ class ClaudeAdapter(HarnessAdapter):
     def resume_argv(self, launch: Launch) -> list[str]:
         return self._argv("--resume", launch)
 
+    def conversation_exists(self, launch: Launch) -> bool:
+        from the_loop_claude import transcript
+
+        return transcript.find(launch.session_id, launch.cwd) is not None
+
+    def ready_check(self, launch: Launch) -> ReadyCheck:
+        """Ready once the conversation's transcript holds a prompt written after this launch began (a resumed
+        transcript is measured first, so its old prompts do not count)."""
+        from the_loop_claude import transcript
+
+        offset = transcript.size(transcript.find(launch.session_id, launch.cwd))
+
+        def ready(screen: str) -> bool:
+            path = transcript.find(launch.session_id, launch.cwd)
+            return path is not None and transcript.has_user_entry_after(path, offset)
+
+        return ready
+
+    def session_env(self) -> dict[str, str]:
+        settings = self.settings()
+        env = {"DISABLE_AUTOUPDATER": "" if settings.auto_update else "1"}
+        if settings.sandbox:
+            env["IS_SANDBOX"] = "1"
+        return env
+
     def prepare(self, cwd: Path) -> list[str]:
-        """Trust ``cwd`` and enable the-loop's plugin in Claude Code's own files (see :mod:`the_loop_claude.trust`)."""
+        """Trust ``cwd``, complete onboarding, approve the inherited API key and enable the-loop's plugin in
+        Claude Code's own files (see :mod:`the_loop_claude.trust`)."""
         from the_loop_claude import trust
 
         routing = self.config.core.routing
+        settings = self.settings()
         return trust.prepare(
             cwd,
             trust=routing.harness_trust,
             plugins=routing.harness_plugins,
             workspace_root=_workspace_root(self.config),
             harness_args=harness_args(self.config, self.name),
+            complete_onboarding=settings.complete_onboarding,
+            approve_api_key=settings.approve_api_key,
         )
 
 

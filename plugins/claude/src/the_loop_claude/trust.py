@@ -11,6 +11,13 @@ Run before every spawn and both halves of a respawn (core calls :meth:`ClaudeAda
   the legacy ``bypassPermissionsModeAccepted`` in the config file); ``auto`` only when ``harnessArgs`` ask for
   bypass mode.
 - ``routing.harnessPlugins`` (default on): the-loop's marketplace and plugin in settings, each only where absent.
+- ``integrations.claude.completeOnboarding`` (default on): ``hasCompletedOnboarding`` in the config file. Without
+  it a fresh home gets Claude Code's first-run screens (connectivity check, theme picker, login), which exit at once
+  offline and wait for a person online.
+- ``integrations.claude.approveApiKey`` (default on): when the session inherits ``ANTHROPIC_API_KEY``, its last 20
+  characters (the form Claude Code records) in ``customApiKeyResponses.approved``, unless the key is already
+  approved or rejected there. Without it Claude Code asks "Do you want to use this API key?" with "No" chosen, and
+  the first delivered carriage return answers it. A key recorded as rejected is left so and reported.
 
 Write discipline: one lock per file, read under it, a file that does not parse as a JSON object (or whose container
 key is not an object) is never touched, only the named keys change, nothing is written when nothing changes, and a
@@ -24,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,6 +148,32 @@ def _accept(key: str) -> Mutation:
     return lambda data: _set_true(data, key)
 
 
+def _approve_key(tail: str, notes: list[str]) -> Mutation:
+    def mutate(data: dict[str, Any]) -> bool:
+        responses = _object(data, "customApiKeyResponses", "customApiKeyResponses")
+        approved = responses.setdefault("approved", [])
+        rejected = responses.get("rejected", [])
+        if not isinstance(approved, list) or not isinstance(rejected, list):
+            raise PrepareError("customApiKeyResponses.approved and .rejected must be lists")
+        if tail in approved:
+            return False
+        if tail in rejected:  # a person's (or an earlier accident's) answer: theirs to undo
+            notes.append(
+                "the ANTHROPIC_API_KEY this session inherits is listed in customApiKeyResponses.rejected; Claude Code "
+                "will not use it until it is removed from that list"
+            )
+            return False
+        approved.append(tail)
+        return True
+
+    return mutate
+
+
+def api_key_tail(environ: Mapping[str, str] | None = None) -> str:
+    """The part of the inherited ``ANTHROPIC_API_KEY`` Claude Code records an answer under ("" when unset)."""
+    return (os.environ if environ is None else environ).get("ANTHROPIC_API_KEY", "")[-20:]
+
+
 def _enable_plugin(repository: str) -> Mutation:
     def mutate(data: dict[str, Any]) -> bool:
         changed = False
@@ -192,6 +225,8 @@ def prepare(
     plugins: HarnessPluginsSection,
     workspace_root: Path | None,
     harness_args: Sequence[str],
+    complete_onboarding: bool = True,
+    approve_api_key: bool = True,
     paths: ClaudePaths | None = None,
 ) -> list[str]:
     """Prepare Claude Code's files for a session in ``cwd``. Returns every directory trusted and every file written
@@ -206,6 +241,11 @@ def prepare(
         if wants_bypass(trust.accept_bypass_permissions, harness_args):
             per_file[paths.config_file].append(_accept("bypassPermissionsModeAccepted"))
             per_file[paths.settings].append(_accept("skipDangerousModePermissionPrompt"))
+    if complete_onboarding:
+        per_file[paths.config_file].append(_accept("hasCompletedOnboarding"))
+    notes: list[str] = []
+    if approve_api_key and api_key_tail():
+        per_file[paths.config_file].append(_approve_key(api_key_tail(), notes))
     if plugins.enabled:
         repository = plugins.marketplace_repo
         if repository and not REPOSITORY.match(repository):  # also checked at config load; never trust a caller
@@ -224,6 +264,7 @@ def prepare(
             if path == paths.config_file:
                 trusted.clear()
     applied = trusted + written
+    errors += notes
     if errors:
         done = f" (applied: {', '.join(applied)})" if applied else ""
         raise PrepareError("; ".join(errors) + done)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from the_loop.cli._app import app, print_json
+
+if TYPE_CHECKING:
+    from the_loop.tmux import TmuxRunner
 
 COLUMNS = ("Work item", "Harness", "Model", "Session id", "Tmux", "Status", "Control", "Last event")
 
@@ -14,18 +19,23 @@ COLUMNS = ("Work item", "Harness", "Model", "Session id", "Tmux", "Status", "Con
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
 def list_sessions(ctx: click.Context, status: str | None, output_format: str) -> None:
-    """List every registered session, one row per endpoint (a work item's own and its pull requests')."""
+    """List every registered session, one row per endpoint (a work item's own and its pull requests').
+
+    An active session whose tmux pane has exited or is gone shows as ``down``: the next event respawns it."""
+    from the_loop.dispatcher import runner_for
     from the_loop.registry import SessionRegistry
     from the_loop.store import WorkItemStore
 
     config = app(ctx).config(source="sessions")
     store = WorkItemStore(config.state, config=config)
+    runner = runner_for(config)
     rows = []
     for record in SessionRegistry(config.state).records():
         control = ((store.read(record.work_item) or {}).get("control") or {}).get("command", "")
         for ref, endpoint in record.sessions.items():
             if status and endpoint.status != status:
                 continue
+            pane = _pane(runner, endpoint.tmux_target) if endpoint.status == "active" else None
             rows.append(
                 {
                     "workItem": record.work_item,
@@ -35,7 +45,8 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
                     "effort": endpoint.effort,
                     "harnessSessionId": endpoint.harness_session_id,
                     "tmuxTarget": endpoint.tmux_target,
-                    "status": endpoint.status,
+                    "status": "down" if pane in ("dead", "absent") else endpoint.status,
+                    "pane": pane,
                     "control": control,
                     "lastEventAt": endpoint.last_event_at,
                     "cwd": endpoint.cwd,
@@ -64,3 +75,15 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
         click.echo("  ".join(str(value).ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
     if not rows:
         click.echo("(no registered sessions)", err=True)
+
+
+def _pane(runner: TmuxRunner, target: str) -> str:
+    """``live``, ``dead``, ``absent`` or ``unknown`` (tmux did not answer, or the name is not a loop name)."""
+    from the_loop.tmux import TargetError
+
+    if not target:
+        return "absent"
+    try:
+        return runner.probe(target)
+    except TargetError:
+        return "unknown"

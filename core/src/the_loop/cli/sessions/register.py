@@ -41,6 +41,11 @@ def register(
         adapter = adapter_for(harness, config)
     except HarnessError as exc:
         raise click.BadParameter(str(exc), param_hint="--harness") from None
+    if not adapter.accepts_session_id(harness_session_id):  # Claude Code: a UUID; another word opens a picker
+        raise click.BadParameter(
+            f"{harness_session_id!r} is not a conversation id {adapter.name} can resume",
+            param_hint="--harness-session-id",
+        )
     workdir = (cwd or spawn_workdir(config)).absolute()
     binary = adapter.fresh_argv(Launch(prompt="", session_id=harness_session_id, cwd=workdir))[0]
     if shutil.which(binary) is None:

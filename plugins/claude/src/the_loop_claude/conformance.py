@@ -1,0 +1,75 @@
+"""The conformance kit for the real Claude Code CLI: offline, against the fake Anthropic Messages API.
+
+Claude Code runs from a fresh ``HOME`` with ``ANTHROPIC_BASE_URL`` pointing at :class:`FakeAnthropic` on
+loopback, so it completes real turns and writes real transcripts. What the model received is read from the fake
+API's log (:func:`the_loop.fake_anthropic.conversation_turns`); the conversation Claude Code kept is its transcript.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from the_loop.conformance import HarnessKit, hermetic_path
+from the_loop.fake_anthropic import FakeAnthropic
+from the_loop.tmux import unframed
+
+# Shaped like a real key (Claude Code shows and records its last 20 characters); the fake API accepts any.
+TEST_API_KEY = "sk-ant-api03-conformance-0123456789-abcdefghijklmnopqrstuvwxyz-AAAA"
+BYPASS_ARGS = ["--permission-mode", "bypassPermissions"]
+
+
+class ClaudeKit(HarnessKit):
+    """``binary``: the installed Claude Code executable. ``api_key``: what sessions inherit as
+    ``ANTHROPIC_API_KEY`` (None: unset, and ``ANTHROPIC_AUTH_TOKEN`` carries the credential instead)."""
+
+    name = "claude"
+
+    def __init__(self, tmp: Path, binary: Path, api_key: str | None = TEST_API_KEY) -> None:
+        super().__init__(tmp)
+        self.binary = binary
+        self.api_key = api_key
+        self.api = FakeAnthropic(tmp / "anthropic-api.jsonl").start()
+
+    def plugins(self) -> list[tuple[object, str]]:
+        from the_loop_claude import plugin
+
+        return [(plugin, "claude")]
+
+    def environment(self) -> dict[str, str | None]:
+        return {
+            "HOME": str(self.home),
+            "CLAUDE_CONFIG_DIR": None,
+            "PATH": hermetic_path(self.tmp / "sysbin"),
+            "ANTHROPIC_BASE_URL": self.api.url,
+            "ANTHROPIC_API_KEY": self.api_key,
+            "ANTHROPIC_AUTH_TOKEN": None if self.api_key else "conformance-bearer-token",
+        }
+
+    def config(self) -> dict[str, Any]:
+        # Unattended, as an operator runs it; as root that needs the sandbox word (IS_SANDBOX=1).
+        return {
+            "routing": {"harnessArgs": {"claude": BYPASS_ARGS}},
+            "integrations": {"claude": {"binary": str(self.binary), "sandbox": os.geteuid() == 0}},
+        }
+
+    def dying_config(self) -> dict[str, Any]:
+        # Without the onboarding pre-seed a fresh home gets the first-run screens, which exit at once offline.
+        return {"integrations": {"claude": {"completeOnboarding": False}}}
+
+    def requests(self) -> list[list[str]]:
+        return [[unframed(text) for text in turn] for turn in self.api.turns()]
+
+    def busy(self, seconds: float) -> str:
+        return f"Take your time with this one [slow {seconds:g}]"
+
+    def forget(self, session_id: str, cwd: Path) -> None:
+        from the_loop_claude import transcript
+
+        path = transcript.find(session_id, cwd)
+        assert path is not None, f"no transcript of {session_id} for {cwd}"
+        path.unlink()
+
+    def stop(self) -> None:
+        self.api.stop()

@@ -1,0 +1,22 @@
+"""The harness conformance scenarios (:mod:`the_loop.conformance`) against core's fake harness TUI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from the_loop.conformance import FakeHarnessKit, HarnessConformance, HarnessKit, HarnessStartFailure
+
+
+@pytest.fixture
+def kit(tmp_path: Path) -> HarnessKit:
+    return FakeHarnessKit(tmp_path)
+
+
+class TestFakeHarnessConformance(HarnessConformance):
+    pass
+
+
+class TestFakeHarnessStartFailure(HarnessStartFailure):
+    pass
