@@ -34,7 +34,15 @@ import yaml
 
 from the_loop.tmux import unframed
 
-__all__ = ["FakeHarnessKit", "HarnessConformance", "HarnessKit", "Rig", "hermetic_path"]
+__all__ = [
+    "FakeHarnessKit",
+    "HarnessConformance",
+    "HarnessKit",
+    "HarnessStartFailure",
+    "Rig",
+    "hermetic_path",
+    "process_running",
+]
 
 REF = "fake:octo/conformance#7"
 TOOLS = ("env", "sh", "bash", "git", "tmux", "cat", "ls", "uname", "which", "ps")
@@ -53,6 +61,17 @@ def hermetic_path(directory: Path, *first: Path) -> str:
     if not python.exists():
         python.symlink_to(sys.executable)
     return os.pathsep.join([*map(str, first), str(directory)])
+
+
+def process_running(word: str) -> bool:
+    """Whether a process on this machine runs with ``word`` (a conversation id) in its command line."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if word.encode() in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class HarnessKit(abc.ABC):
@@ -271,6 +290,7 @@ class HarnessConformance:
         rig.wait_received("Remember the word pineapple.")
         old = rig.own()
         rig.runner.kill_server()
+        _wait_gone(old.harness_session_id)  # a harness may still write its conversation as it exits
         rig.kit.forget(old.harness_session_id, Path(old.cwd))
         outcome = rig.dispatch("A comment after the history was lost.")
         assert outcome.status == "respawned", outcome
@@ -290,13 +310,16 @@ class HarnessStartFailure:
     def rig(
         self, kit: HarnessKit, tmp_path: Path, plugin_host: Any, monkeypatch: pytest.MonkeyPatch, request: Any
     ) -> Iterator[Rig]:
-        yield from _rig(kit, tmp_path, plugin_host, monkeypatch, request, kit.dying_config())
+        # A harness that waits at a screen of its own (instead of exiting) is caught by the readiness bound.
+        bound = {"routing": {"tmux": {"readyTimeoutSeconds": 10}}}
+        yield from _rig(kit, tmp_path, plugin_host, monkeypatch, request, _merge(bound, kit.dying_config()))
 
     def test_a_harness_that_dies_during_start_fails_the_spawn_and_releases_the_event(self, rig: Rig) -> None:
         outcome = rig.dispatch("Start here.", spawn=True, delivery_id="start-1")
         assert outcome.status == "failed" and outcome.will_retry, outcome
         [failed] = rig.events("session.spawn_failed")
-        assert failed["will_retry"] is True and failed["last_lines"], failed
+        assert failed["will_retry"] is True and failed["last_lines"], failed  # what the pane said, for the operator
+        print("\n".join(failed["last_lines"]))
         assert rig.own() is None  # nothing recorded as active
         assert rig.kit.requests() == []
 
@@ -358,6 +381,13 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         nested = isinstance(value, dict) and isinstance(merged.get(key), dict)
         merged[key] = _merge(merged[key], value) if nested else value
     return merged
+
+
+def _wait_gone(session_id: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while process_running(session_id):
+        assert time.monotonic() < deadline, f"the harness of {session_id} is still running"
+        time.sleep(0.05)
 
 
 def _no_control_bytes(rig: Rig) -> None:

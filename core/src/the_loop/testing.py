@@ -9,7 +9,7 @@ Fixtures:
 - ``hold_lock`` — start a process that holds a pidfile lock the way a running service does.
 - ``tmux_runner`` — a :class:`~the_loop.tmux.TmuxRunner` on a private tmux server, killed at teardown (no tmux:
   skipped, or failed under ``CI=true``); ``tmux_shim`` — a logging, fault-injecting tmux in front of it;
-  ``fake_harness`` — the fake harness TUI's argv and log.
+  ``fake_harness`` — the fake harness TUI's argv and log; ``claude_binary`` — the pinned real Claude Code CLI.
 """
 
 from __future__ import annotations
@@ -314,6 +314,19 @@ def tmux_shim(tmux_runner: Any, tmp_path: Path) -> Any:
     from the_loop.tmux_shim import TmuxShim
 
     return TmuxShim.create(tmp_path / "tmux-shim", tmux_runner.binary, socket=tmux_runner.socket)
+
+
+@pytest.fixture
+def claude_binary(request: pytest.FixtureRequest) -> Path:
+    """The pinned real Claude Code that ``./test.sh`` installs (``$THE_LOOP_TEST_CLAUDE``, else its place under
+    the checkout); never looked up on PATH. Missing: the test is skipped, or fails under ``CI=true``."""
+    default = request.config.rootpath / ".tools/claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
+    path = Path(os.environ.get("THE_LOOP_TEST_CLAUDE") or default)
+    if not os.access(path, os.X_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the real Claude Code is not installed at {path} (CI=true: a missing tool fails the run)")
+        pytest.skip(f"the real Claude Code is not installed at {path} (./test.sh installs it with npm)")
+    return path
 
 
 @pytest.fixture

@@ -39,23 +39,3 @@ def claude_config(tmp_path: Path, plugin_host: Any) -> Callable[..., LoadedConfi
         return load_config(path, plugin_host)
 
     return load
-
-
-def _claude_binary() -> Path:
-    """The pinned Claude Code that ``./test.sh`` installs (``$THE_LOOP_TEST_CLAUDE``, else its default place).
-    Missing: the test is skipped, or fails under ``CI=true``."""
-    import os
-
-    root = Path(__file__).resolve().parents[3]
-    default = root / ".tools/claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
-    path = Path(os.environ.get("THE_LOOP_TEST_CLAUDE") or default)
-    if not os.access(path, os.X_OK):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the real Claude Code is not installed at {path} (CI=true: a missing tool fails the run)")
-        pytest.skip(f"the real Claude Code is not installed at {path} (./test.sh installs it with npm)")
-    return path
-
-
-@pytest.fixture
-def claude_binary() -> Path:
-    return _claude_binary()

@@ -94,15 +94,21 @@ def test_a_prompt_that_looks_like_a_flag_stays_the_prompt(claude_config: Load, c
     assert argv.count("--dangerously-skip-permissions") == 1
 
 
-@pytest.mark.parametrize("bad", ["--help", "-x", "", "a b", "../etc", "x" * 129])
-def test_a_flag_or_junk_never_reaches_an_argv_as_a_conversation_id(
+@pytest.mark.parametrize(
+    "bad", ["--help", "-x", "", "a b", "../etc", "x" * 129, "my-conv", "0a4d1f0e-2c5b-4d8e-9f61-3b7c2a9e5d1", "0" * 32]
+)
+def test_a_flag_junk_or_any_non_uuid_never_reaches_an_argv_as_a_conversation_id(
     claude_config: Load, claude_bin: Path, bad: str
 ) -> None:
+    """Claude Code's ``--session-id`` takes only a UUID, and ``--resume <other word>`` opens an interactive picker
+    that a probe would read as a live session."""
     adapter = adapter_for("claude", claude_config())
 
-    with pytest.raises(HarnessError, match="not a valid conversation id"):
-        launch_argv(adapter, launch(session_id=bad), resume=True)
-    with pytest.raises(HarnessError, match="not a valid conversation id"):
+    assert not adapter.accepts_session_id(bad)
+    for resume in (True, False):
+        with pytest.raises(HarnessError, match="is not a conversation id claude accepts"):
+            launch_argv(adapter, launch(session_id=bad), resume=resume)
+    with pytest.raises(HarnessError, match=r"is not a Claude Code conversation id \(a UUID\)"):
         adapter.fresh_argv(launch(session_id=bad))
 
 

@@ -8,7 +8,6 @@ written before the harness ran, and that a respawn resumes the recorded conversa
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import yaml
 
 from the_loop import events, fake_plugin
 from the_loop.config import LoadedConfig, load_config
+from the_loop.conformance import hermetic_path
 from the_loop.dispatcher import Dispatcher
 from the_loop.fake_harness import FakeHarness
 from the_loop.models import WorkEvent
@@ -48,6 +48,15 @@ settings = (base if override else base / ".claude") / "settings.json"
 seen = {{"config": read(base / ".claude.json"), "settings": read(settings)}}
 with open(os.environ["FAKE_CLAUDE_SEEN"], "a") as handle:
     handle.write(json.dumps(seen) + "\\n")
+# The transcript entry Claude Code appends when it takes its prompt (what the adapter reads as "ready").
+argv = sys.argv[1:]
+flag = "--resume" if "--resume" in argv else "--session-id"
+session = argv[argv.index(flag) + 1]
+project = base / ".claude" / "projects" if not override else base / "projects"
+name = "".join(c if c.isalnum() and c.isascii() else "-" for c in os.getcwd())
+(project / name).mkdir(parents=True, exist_ok=True)
+with open(project / name / (session + ".jsonl"), "a") as handle:
+    handle.write(json.dumps({{"type": "user", "message": {{"role": "user", "content": argv[-1]}}}}) + "\\n")
 os.execv(sys.executable, [sys.executable, "-m", "the_loop.fake_harness", *sys.argv[1:]])
 """
 
@@ -90,7 +99,8 @@ def claude(
     work.mkdir()
     log, snapshots = tmp_path / "claude.jsonl", tmp_path / "seen.jsonl"
     # Set before the private tmux server starts: the panes inherit this environment (PATH, HOME, the logs).
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # Only the fake and a few system tools: a real `claude` installed on this machine is never found (hermetic).
+    monkeypatch.setenv("PATH", hermetic_path(tmp_path / "sysbin", bin_dir))
     monkeypatch.setenv("FAKE_HARNESS_LOG", str(log))
     monkeypatch.setenv("FAKE_CLAUDE_SEEN", str(snapshots))
     monkeypatch.setenv("FAKE_TICKETS", str(tmp_path / "tickets.json"))
@@ -104,7 +114,8 @@ def claude(
         "harnessArgs": {"claude": HARNESS_ARGS},
         "tmux": {"socketName": tmux_runner.socket, "resumeProbeSeconds": 0.3},
     }
-    path.write_text(yaml.safe_dump({"version": "0.12.0", "routing": routing}))
+    document = {"version": "0.12.0", "routing": routing, "integrations": {"claude": {"sandbox": True}}}
+    path.write_text(yaml.safe_dump(document))
     config = load_config(path, plugin_host)
     events.configure(config.state.events_path, "test")
     dispatcher = Dispatcher(config, runner=tmux_runner)

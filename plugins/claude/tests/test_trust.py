@@ -33,6 +33,8 @@ def prepare(
     trust_enabled: bool = True,
     plugins_enabled: bool = True,
     repo: str = REPO,
+    onboarding: bool = True,
+    approve_key: bool = True,
 ) -> list[str]:
     return trust.prepare(
         cwd,
@@ -40,6 +42,8 @@ def prepare(
         plugins=HarnessPluginsSection.model_construct(enabled=plugins_enabled, marketplace_repo=repo),
         workspace_root=root,
         harness_args=args,
+        complete_onboarding=onboarding,
+        approve_api_key=approve_key,
     )
 
 
@@ -302,13 +306,14 @@ def test_c28_bypass_keys_follow_accept_bypass_permissions(
 
 
 def test_c28_bypass_through_the_adapter_reads_harness_args(home: Path, ws: Path, claude_config: Load) -> None:
-    flagged = ClaudeAdapter(claude_config(routing={"harnessArgs": {"claude": ["--dangerously-skip-permissions"]}}))
+    routing = {"harnessArgs": {"claude": ["--dangerously-skip-permissions"]}}
+    flagged = ClaudeAdapter(claude_config(routing=routing, claude={"sandbox": True}))
     flagged.prepare(checkout(ws))
     assert read(home / ".claude" / "settings.json")["skipDangerousModePermissionPrompt"] is True
 
 
 def test_each_step_can_be_turned_off_on_its_own(home: Path, ws: Path) -> None:
-    prepare(checkout(ws), trust_enabled=False)
+    prepare(checkout(ws), trust_enabled=False, onboarding=False)
     assert not (home / ".claude.json").exists()
     assert read(home / ".claude" / "settings.json")["enabledPlugins"] == {"the-loop@the-loop": True}
 
@@ -318,8 +323,47 @@ def test_each_step_can_be_turned_off_on_its_own(home: Path, ws: Path) -> None:
     assert str(checkout(ws)) in read(home / ".claude.json")["projects"]
 
     (home / ".claude.json").unlink()
-    assert prepare(checkout(ws), trust_enabled=False, plugins_enabled=False) == []
+    assert prepare(checkout(ws), trust_enabled=False, plugins_enabled=False, onboarding=False) == []
     assert not (home / ".claude.json").exists() and not (home / ".claude" / "settings.json").exists()
+
+
+def test_a_fresh_home_gets_onboarding_done_and_the_inherited_api_key_approved_by_its_last_20_characters(
+    home: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-ant-api03-" + "k" * 40 + "0123456789abcdefghij"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    prepare(checkout(ws), plugins_enabled=False)
+    config = read(home / ".claude.json")
+    assert config["hasCompletedOnboarding"] is True
+    assert config["customApiKeyResponses"] == {"approved": ["0123456789abcdefghij"]}
+    assert key not in (home / ".claude.json").read_text()  # only the tail Claude Code itself records
+    mtime = (home / ".claude.json").stat().st_mtime_ns
+    prepare(checkout(ws), plugins_enabled=False)
+    assert (home / ".claude.json").stat().st_mtime_ns == mtime  # nothing left to write
+
+
+def test_an_api_key_already_answered_is_left_as_answered(home: Path, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-rejected-once-0123456789ABCDEFGHIJ")
+    tail = "0123456789ABCDEFGHIJ"
+    (home / ".claude.json").write_text(
+        json.dumps({"customApiKeyResponses": {"approved": ["other"], "rejected": [tail]}})
+    )
+    with pytest.raises(PrepareError, match=r"customApiKeyResponses\.rejected"):
+        prepare(checkout(ws), plugins_enabled=False)
+    config = read(home / ".claude.json")
+    assert config["customApiKeyResponses"] == {"approved": ["other"], "rejected": [tail]}  # the answer stays
+    assert config["hasCompletedOnboarding"] is True  # and the rest of the file was still prepared
+
+
+def test_no_api_key_and_approval_turned_off_write_no_answer(
+    home: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    prepare(checkout(ws), plugins_enabled=False)
+    assert "customApiKeyResponses" not in read(home / ".claude.json")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-0123456789abcdefghijklmnop")
+    prepare(checkout(ws), plugins_enabled=False, approve_key=False, onboarding=False)
+    assert "customApiKeyResponses" not in read(home / ".claude.json")
 
 
 def test_r45_a_write_waits_for_the_files_lock(home: Path, ws: Path, hold_lock: Any) -> None:

@@ -95,9 +95,15 @@ class Loop:
 def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loop]]:
     started: list[tuple[Receiver, str]] = []
 
-    def start(*, plugins: tuple[str, ...] = (), repositories: tuple[str, ...] = ("octo/repo",), **routing: Any) -> Loop:
+    def start(
+        *,
+        plugins: tuple[str, ...] = (),
+        repositories: tuple[str, ...] = ("octo/repo",),
+        extra: dict[str, Any] | None = None,
+        **routing: Any,
+    ) -> Loop:
         """``plugins``: more test plugin modules (from this folder) for the daemon, after the fake harness;
-        ``repositories``: the repository bound."""
+        ``repositories``: the repository bound; ``extra``: more top-level config keys."""
         socket = f"the-loop-test-{secrets.token_hex(6)}"
         logs = gh_env.tmp / "harness-logs"
         logs.mkdir(exist_ok=True)
@@ -125,6 +131,7 @@ def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loo
                 "webhooks": {"ghWebhook": {"enabled": True, "port": port}},
                 "routing": settings,
                 **fake_github.config(),
+                **(extra or {}),
             }
         )
         argv = [sys.executable, "-m", "the_loop", "-c", str(gh_env.config_path), "daemon", "run", "gh-webhook"]
@@ -666,3 +673,73 @@ def test_a25_dropping_a_user_from_the_config_applies_to_their_next_comment_witho
     assert "welcome back" in harness.wait_for_submitted(2, timeout=20)[-1]
     assert machine.receiver.process.pid == pid and machine.receiver.process.poll() is None
     assert len(machine.events("daemon.started")) == 1
+
+
+def test_the_real_claude_from_a_fresh_home_takes_a_signed_start_comments_a_crash_and_a_lost_transcript(
+    loop: Callable[..., Loop], gh_env: LoopEnv, fake_github: FakeGitHub, claude_binary: Path
+) -> None:
+    """Issue 15, "done when": the real Claude Code TUI behind the real receiver, offline against the fake Anthropic
+    API, from a fresh HOME with ANTHROPIC_API_KEY exported. The oracle is what the model received."""
+    from the_loop.conformance import hermetic_path, process_running
+    from the_loop.fake_anthropic import FakeAnthropic
+    from the_loop_claude import transcript
+    from the_loop_claude.conformance import BYPASS_ARGS, TEST_API_KEY
+
+    api = FakeAnthropic(gh_env.tmp / "anthropic-api.jsonl").start()
+    try:
+        gh_env.env.update(
+            ANTHROPIC_BASE_URL=api.url,
+            ANTHROPIC_API_KEY=TEST_API_KEY,
+            PATH=hermetic_path(gh_env.tmp / "sysbin"),
+        )
+        claude = {"binary": str(claude_binary), "sandbox": os.geteuid() == 0}
+        integrations = {**fake_github.config()["integrations"], "claude": claude}
+        machine = loop(
+            defaultHarness="claude", harnessArgs={"claude": BYPASS_ARGS}, extra={"integrations": integrations}
+        )
+
+        def received(text: str) -> list[str]:
+            """The texts of the first request whose newest human text holds ``text``."""
+
+            def find() -> list[str] | None:
+                return next((turn for turn in api.turns() if turn and text in turn[-1]), None)
+
+            return wait_for(find, timeout=60)
+
+        machine.comment("the-loop start")
+        boot = received(REF)
+        assert len(boot) == 1 and '"body": "the-loop start"' in boot[0]  # the first prompt reached the model
+        wait_for(machine.record, timeout=30)  # recorded once the session is ready for input
+        machine.settled()
+        own = machine.own()
+        assert own["harness"] == "claude" and uuid.UUID(own["harnessSessionId"])
+
+        machine.comment("please add a test for the widget")
+        later = received("please add a test for the widget")
+        assert len(later) == 2 and REF in later[0]  # its own turn, after the boot prompt
+
+        machine.tmux("kill-server")
+        machine.comment("what did I ask you before?")
+        after_crash = received("what did I ask you before?")
+        assert any("please add a test for the widget" in text for text in after_crash[:-1])  # history resumed
+        machine.settled()
+        assert machine.own()["harnessSessionId"] == own["harnessSessionId"]
+        assert [e["resumed"] for e in machine.events("session.respawned")] == [True]
+
+        machine.tmux("kill-server")
+        wait_for(lambda: not process_running(own["harnessSessionId"]), timeout=20)  # its last writes are done
+        path = transcript.find(own["harnessSessionId"], Path(own["cwd"]))
+        assert path is not None
+        path.unlink()
+        machine.comment("a comment after the transcript was lost")
+        fresh = received("a comment after the transcript was lost")
+        machine.settled()
+        assert not any("widget" in text for text in fresh)  # a fresh conversation, booted with the comment
+        assert [e["resumed"] for e in machine.events("session.respawned")] == [True, False]
+        assert machine.events("session.resume_failed")[-1]["harness_session_id"] == own["harnessSessionId"]
+
+        for turn in api.turns():
+            for text in turn:
+                assert not [c for c in text if ord(c) < 0x20 and c not in "\n\t"], repr(text)
+    finally:
+        api.stop()
