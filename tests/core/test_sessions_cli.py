@@ -176,6 +176,29 @@ def test_start_spawns_records_control_and_announces(operator: Operator) -> None:
     assert len(harness.records("start")) == 1
 
 
+def test_start_of_a_harness_that_dies_while_starting_exits_1_and_nothing_is_listed_active(operator: Operator) -> None:
+    """Issue 15: a spawn counts only once the harness is ready for input; one that dies first is an error, with
+    the pane's last lines in the event, and never an active session."""
+    operator.configure(harnessArgs={"fake": ["--exit-at-start", "1"]})
+    result = operator.run("sessions", "start", "--work-item", REF)
+    assert result.returncode == 1
+    assert "exited before it was ready for input" in result.stderr
+    [failed] = [e for e in operator.env.events() if e["event"] == "session.spawn_failed"]
+    assert failed["will_retry"] is True
+    assert any("exiting at start with status 1" in line for line in failed["last_lines"])
+    listing = json.loads(operator.run("sessions", "list", "--format", "json").stdout)
+    assert listing == []
+
+    operator.configure()  # fixed: the next start works, and the listing follows the pane
+    assert operator.run("sessions", "start", "--work-item", REF).returncode == 0
+    [row] = json.loads(operator.run("sessions", "list", "--format", "json").stdout)
+    assert (row["status"], row["pane"]) == ("active", "live")
+    operator.tmux("kill-server")
+    [row] = json.loads(operator.run("sessions", "list", "--format", "json").stdout)
+    assert (row["status"], row["pane"]) == ("down", "absent")
+    assert " down " in operator.run("sessions", "list").stdout.splitlines()[1]
+
+
 def test_start_honours_the_arming_policy(operator: Operator) -> None:
     operator.configure(spawnOnUnmatched="never")
     refused = operator.run("sessions", "start", "--work-item", REF)

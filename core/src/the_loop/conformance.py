@@ -227,7 +227,7 @@ class HarnessConformance:
     def rig(
         self, kit: HarnessKit, tmp_path: Path, plugin_host: Any, monkeypatch: pytest.MonkeyPatch, request: Any
     ) -> Iterator[Rig]:
-        yield from _rig(kit, tmp_path, plugin_host, monkeypatch, request, {})
+        yield from rig_for(kit, tmp_path, plugin_host, monkeypatch, request)
 
     # ------------------------------------------------------------------------------------------- scenarios
 
@@ -312,7 +312,7 @@ class HarnessStartFailure:
     ) -> Iterator[Rig]:
         # A harness that waits at a screen of its own (instead of exiting) is caught by the readiness bound.
         bound = {"routing": {"tmux": {"readyTimeoutSeconds": 10}}}
-        yield from _rig(kit, tmp_path, plugin_host, monkeypatch, request, _merge(bound, kit.dying_config()))
+        yield from rig_for(kit, tmp_path, plugin_host, monkeypatch, request, _merge(bound, kit.dying_config()))
 
     def test_a_harness_that_dies_during_start_fails_the_spawn_and_releases_the_event(self, rig: Rig) -> None:
         outcome = rig.dispatch("Start here.", spawn=True, delivery_id="start-1")
@@ -324,14 +324,15 @@ class HarnessStartFailure:
         assert rig.kit.requests() == []
 
 
-def _rig(
+def rig_for(
     kit: HarnessKit,
     tmp_path: Path,
     plugin_host: Any,
     monkeypatch: pytest.MonkeyPatch,
     request: Any,
-    extra: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> Iterator[Rig]:
+    """A fixture body: the rig around ``kit`` (``extra`` config merged last); the kit is stopped at teardown."""
     from the_loop import events
     from the_loop.config import load_config
     from the_loop.dispatcher import Dispatcher
@@ -357,7 +358,7 @@ def _rig(
         "tmux": {"socketName": runner.socket, "readyTimeoutSeconds": 60},
     }
     document: dict[str, Any] = {"version": "0.12.0"}
-    for part in (kit.config(), extra):
+    for part in (kit.config(), extra or {}):
         for key, value in part.items():
             if key == "routing":
                 routing = _merge(routing, value)

@@ -1,0 +1,356 @@
+"""Two harnesses side by side through the real dispatcher and tmux: spawn → ready, and event → recorded.
+
+Run: ``.venv/bin/python benchmarks/bench_harness.py [--runs 20] [--harness fake|claude|both] [--claude PATH]``.
+Core's fake harness TUI and the REAL Claude Code CLI, offline against the fake Anthropic Messages API, are each
+started from the conformance kits (:class:`the_loop.conformance.FakeHarnessKit`,
+:class:`the_loop_claude.conformance.ClaudeKit`) on a private tmux server of their own. Per harness, medians and p90
+over ``--runs`` runs of:
+
+- spawn → ready: the wall time of ``Dispatcher.dispatch(WorkEvent(..., spawn=True))`` for a fresh work item (a new
+  ref each run, so each is a first spawn). The call returns only once the adapter's readiness check says the harness
+  took its boot prompt (the fake: its prompt is drawn; Claude Code: a ``user`` line in its transcript), so this is
+  what an event that starts work waits before the dispatcher is free again. Each session is killed afterwards.
+- event → recorded: into one live, idle session, the ``dispatch()`` of a plain delivery until the harness recorded
+  it (the fake: one more ``submit`` in its log; Claude Code: a new ``user`` line in its transcript). Before each
+  event the previous turn has been answered (Claude Code: the fake API received it and the transcript holds the
+  answer), so no delivery lands in a busy session.
+
+The real Claude Code is ``--claude``, else ``$THE_LOOP_TEST_CLAUDE``, else the copy ``./test.sh`` installs under
+``.tools/``; without one only the fake is measured. Everything (temporary directory, tmux server, fake API) is
+removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from the_loop import events, fake_plugin
+from the_loop.config import LoadedConfig, load_config
+from the_loop.conformance import FakeHarnessKit, HarnessKit, process_running
+from the_loop.dispatcher import Dispatcher
+from the_loop.fake_harness import FakeHarness
+from the_loop.models import WorkEvent
+from the_loop.plugins import PluginHost, set_host
+from the_loop.registry import SessionRegistry
+from the_loop.tmux import TmuxRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CLAUDE = ROOT / ".tools/claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
+POLL_SECONDS = 0.001
+
+
+@dataclass
+class Result:
+    """One harness's timings, seconds."""
+
+    harness: str
+    spawns: list[float] = field(default_factory=list)
+    deliveries: list[float] = field(default_factory=list)
+
+
+class Bench:
+    """One kit, its environment, a config and a dispatcher over a private tmux server, in one temporary dir."""
+
+    def __init__(self, kit: HarnessKit, tmp: Path, tmux: str, timeout: float) -> None:
+        self.kit = kit
+        self.tmp = tmp
+        self.timeout = timeout
+        for name, value in kit.environment().items():  # before the server starts: its panes inherit this
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        os.environ["FAKE_TICKETS"] = str(tmp / "tickets.json")
+        self.runner = TmuxRunner(socket=f"the-loop-bench-{secrets.token_hex(6)}", binary=tmux)
+        plugins = [("fake", fake_plugin), *((name, plugin) for plugin, name in kit.plugins())]
+        set_host(PluginHost.create(load_entrypoints=False, plugins=plugins))
+        self.work = tmp / "work"
+        self.work.mkdir(exist_ok=True)
+        self.config = self._config()
+        self.dispatcher = Dispatcher(self.config, runner=self.runner)
+        self.registry = SessionRegistry(self.config.state)
+        self.sessions: list[str] = []  # every conversation started, to see its process gone at the end
+
+    def _config(self) -> LoadedConfig:
+        from the_loop.plugins import get_host
+
+        routing: dict[str, Any] = {
+            "defaultHarness": self.kit.name,
+            "spawnWorkdir": str(self.work),
+            "announce": {"enabled": False},
+            "tmux": {"socketName": self.runner.socket, "readyTimeoutSeconds": self.timeout},
+        }
+        document: dict[str, Any] = {"version": "0.12.0"}
+        for key, value in self.kit.config().items():
+            if key == "routing":
+                routing = merge(routing, value)
+            else:
+                document[key] = merge(document.get(key, {}), value)
+        document["routing"] = routing
+        path = self.tmp / "cfg" / ".the-loop" / "cli-config.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        config = load_config(path, get_host())
+        events.configure(config.state.events_path, "bench")
+        return config
+
+    def dispatch(self, ref: str, text: str, *, spawn: bool = False) -> str:
+        event = WorkEvent(delivery_id=f"bench-{uuid.uuid4()}", work_item=ref, text=text, spawn=spawn)
+        outcome = self.dispatcher.dispatch(event)
+        wanted = "spawned" if spawn else "delivered"
+        if outcome.status != wanted:
+            raise SystemExit(f"{ref}: dispatch returned {outcome} (wanted {wanted!r})")
+        if spawn:
+            self.sessions.append(self.own(ref).harness_session_id)
+        return outcome.status
+
+    def own(self, ref: str) -> Any:
+        record = self.registry.load(ref)
+        if record is None or record.own is None:
+            raise SystemExit(f"{ref}: no session recorded")
+        return record.own
+
+    def kill(self, ref: str) -> None:
+        """Kill ``ref``'s session and wait (unmeasured) until its harness process is gone."""
+        own = self.own(ref)
+        self.runner.kill(own.tmux_target)
+        wait(lambda: not process_running(own.harness_session_id), self.timeout, f"{ref}: harness still running", 0.02)
+
+    def close(self) -> None:
+        """Kill the server and wait for every harness to exit (Claude Code still writes to its HOME as it goes)."""
+        self.runner.kill_server()
+        deadline = time.monotonic() + 20
+        while any(map(process_running, self.sessions)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        socket_file = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / self.runner.socket
+        socket_file.unlink(missing_ok=True)  # tmux leaves its socket file behind
+        self.kit.stop()
+        set_host(None)
+
+    # ------------------------------------------------------------------------ what each harness records
+
+    def recorded(self, ref: str) -> Callable[[], bool]:
+        """Before a delivery: a check that turns true once the harness recorded one more input."""
+        raise NotImplementedError
+
+    def answered(self, ref: str, text: str) -> None:
+        """Wait until ``text``, the session's last input, has been answered and the session is idle again."""
+        raise NotImplementedError
+
+
+class FakeBench(Bench):
+    kit: FakeHarnessKit
+
+    def recorded(self, ref: str) -> Callable[[], bool]:
+        log = FakeHarness(self.kit.log)
+        before = len(log.records("submit"))
+        return lambda: len(log.records("submit")) > before
+
+    def answered(self, ref: str, text: str) -> None:
+        pass  # the fake has no model: a submitted input is all there is to a turn
+
+
+class ClaudeBench(Bench):
+    def recorded(self, ref: str) -> Callable[[], bool]:
+        from the_loop_claude import transcript
+
+        path = self.transcript(ref)
+        offset = transcript.size(path)
+        return lambda: transcript.has_user_entry_after(path, offset)
+
+    def answered(self, ref: str, text: str) -> None:
+        """The fake API received a turn ending in ``text``, and the transcript holds an answer after it."""
+
+        def received() -> bool:
+            return any(turn and text in turn[-1] for turn in self.kit.requests())
+
+        wait(received, self.timeout, f"{ref}: the model never received {text!r}", 0.02)
+        path = self.transcript(ref)
+        wait(lambda: last_entry(path) == "assistant", self.timeout, f"{ref}: no answer in the transcript", 0.005)
+
+    def transcript(self, ref: str) -> Path:
+        from the_loop_claude import transcript
+
+        own = self.own(ref)
+        path = transcript.find(own.harness_session_id, Path(own.cwd))
+        if path is None:
+            raise SystemExit(f"{ref}: Claude Code wrote no transcript")
+        return path
+
+
+def last_entry(path: Path) -> str:
+    """The ``type`` of the last complete user or assistant line of a transcript ("" when none)."""
+    for line in reversed(path.read_bytes().split(b"\n")[:-1]):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
+            return str(entry["type"])
+    return ""
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        nested = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = merge(merged[key], value) if nested else value
+    return merged
+
+
+def wait(predicate: Callable[[], bool], timeout: float, what: str, interval: float = POLL_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:g}s: {what}")
+        time.sleep(interval)
+
+
+def measure(bench: Bench, runs: int, settle: float) -> Result:
+    result = Result(bench.kit.name)
+    name = bench.kit.name
+    # (1) spawn → ready: a fresh work item each run, its session killed before the next.
+    for n in range(1, runs + 1):
+        ref = f"fake:octo/bench#{n}"
+        began = time.monotonic()
+        bench.dispatch(ref, f"Start work on bench item {n}.", spawn=True)
+        result.spawns.append(time.monotonic() - began)
+        bench.kill(ref)
+        print(f"  {name}: spawn {n}/{runs} {result.spawns[-1] * 1000:.0f} ms", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    # (2) event → recorded: one live session, each event into it once the previous turn was answered.
+    ref = f"fake:octo/bench#{runs + 1}"
+    text = "Start work on the bench item that takes events."
+    bench.dispatch(ref, text, spawn=True)
+    for n in range(1, runs + 1):
+        bench.answered(ref, text)
+        time.sleep(settle)
+        done = bench.recorded(ref)
+        text = f"Event {n}: octocat commented on the pull request."
+        began = time.monotonic()
+        bench.dispatch(ref, text)
+        wait(done, bench.timeout, f"{ref}: event {n} was not recorded")
+        result.deliveries.append(time.monotonic() - began)
+        print(f"  {name}: event {n}/{runs} {result.deliveries[-1] * 1000:.0f} ms", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    bench.answered(ref, text)
+    return result
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.1f}"
+
+
+def table(results: list[Result]) -> None:
+    head = ["harness", "spawn → ready p50", "p90", "event → recorded p50", "p90"]
+    rows = [
+        [
+            r.harness,
+            ms(statistics.median(r.spawns)),
+            ms(percentile(r.spawns, 90)),
+            ms(statistics.median(r.deliveries)),
+            ms(percentile(r.deliveries, 90)),
+        ]
+        for r in results
+    ]
+    widths = [max(len(cells[i]) for cells in [head, *rows]) for i in range(len(head))]
+    print("| " + " | ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for cells in rows:
+        print(
+            "| "
+            + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+            + " |"
+        )
+    print(
+        "\nmilliseconds; "
+        + "; ".join(
+            f"{r.harness}: n={len(r.spawns)}, first spawn {ms(r.spawns[0])}, max spawn {ms(max(r.spawns))}, "
+            f"max event {ms(max(r.deliveries))}"
+            for r in results
+        )
+    )
+
+
+def claude_version(binary: Path) -> str:
+    answer = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return answer.stdout.strip() or f"exit {answer.returncode}"
+
+
+def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: str) -> Result:
+    saved = dict(os.environ)
+    tmp = Path(tempfile.mkdtemp(prefix=f"the-loop-bench-harness-{harness}-"))
+    bench: Bench | None = None
+    try:
+        if harness == "claude":
+            from the_loop_claude.conformance import ClaudeKit
+
+            assert claude is not None
+            bench = ClaudeBench(ClaudeKit(tmp, claude), tmp, tmux, args.timeout)
+        else:
+            bench = FakeBench(FakeHarnessKit(tmp), tmp, tmux, args.timeout)
+        return measure(bench, args.runs, args.settle)
+    finally:
+        if bench is not None:
+            bench.close()
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="spawns and events per harness (default 20)")
+    parser.add_argument("--harness", choices=("fake", "claude", "both"), default="both")
+    parser.add_argument(
+        "--claude", type=Path, help="the Claude Code executable (default: $THE_LOOP_TEST_CLAUDE or .tools/)"
+    )
+    parser.add_argument("--settle", type=float, default=0.2, help="seconds idle after an answer before the next event")
+    parser.add_argument("--timeout", type=float, default=60, help="seconds any one wait may take")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        raise SystemExit("tmux is not installed")
+    claude: Path | None = args.claude or Path(os.environ.get("THE_LOOP_TEST_CLAUDE") or DEFAULT_CLAUDE)
+    for name in [k for k in os.environ if k.startswith("THE_LOOP_") or k in ("TMUX", "TMUX_PANE")]:
+        del os.environ[name]  # never reach an operator's tmux or config
+    harnesses = ["fake", "claude"] if args.harness == "both" else [args.harness]
+    if "claude" in harnesses and not (claude and os.access(claude, os.X_OK)):
+        print(f"no Claude Code at {claude} (give --claude PATH; ./test.sh installs it): measuring the fake only")
+        if args.harness == "claude":
+            raise SystemExit(1)
+        harnesses, claude = ["fake"], None
+    version = subprocess.run([tmux, "-V"], capture_output=True, text=True, check=False).stdout.strip()
+    print(f"{version}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} runs each")
+    if claude is not None and "claude" in harnesses:
+        print(f"Claude Code {claude_version(claude)} ({claude}) against the fake Anthropic API on 127.0.0.1")
+    results = [run_one(harness, claude, args, tmux) for harness in harnesses]
+    print()
+    table(results)
+
+
+if __name__ == "__main__":
+    main()
