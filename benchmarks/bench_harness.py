@@ -316,7 +316,10 @@ def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: s
             bench.close()
         os.environ.clear()
         os.environ.update(saved)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
@@ -327,6 +330,7 @@ def main() -> None:
         "--claude", type=Path, help="the Claude Code executable (default: $THE_LOOP_TEST_CLAUDE or .tools/)"
     )
     parser.add_argument("--settle", type=float, default=0.2, help="seconds idle after an answer before the next event")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directories (to look inside)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds any one wait may take")
     args = parser.parse_args()
     if args.runs < 1:

@@ -255,32 +255,27 @@ def test_all_extra_installs_every_plugin_and_install_sh_reuses_it(wheels: Path, 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_path: Path) -> None:
+def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_path: Path, claude_binary: Path) -> None:
     """Issue 9's promise, installed for real: `the-loop[jira,claude]` (no GitHub plugin, no PyGithub) runs a
     Jira-only configuration against the fake Jira — the poller spawns an armed ticket's session in
-    `routing.spawnWorkdir` through the Claude adapter (a fake `claude` that becomes the fake harness TUI), and a
-    later Jira comment reaches that session."""
+    `routing.spawnWorkdir` through the Claude adapter (the real Claude Code, offline against the fake Anthropic
+    API, from a fresh HOME), and a later Jira comment reaches the model as its own turn."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     sys.path.append(str(ROOT / "plugins" / "jira" / "tests"))
     from fake_jira import FakeJira
 
-    from the_loop.fake_harness import FakeHarness
+    from the_loop.conformance import hermetic_path
+    from the_loop.fake_anthropic import FakeAnthropic
 
     venv = fresh_venv(tmp_path / "venv", wheels, f"the-loop[jira,claude]=={the_loop.__version__}")
-    home, work, logs = tmp_path / "home", tmp_path / "work", tmp_path / "logs"
-    for directory in (home, work, logs):
+    home, work = tmp_path / "home", tmp_path / "work"
+    for directory in (home, work):
         directory.mkdir()
     python = venv / "bin" / "python"
     assert run_in(venv, str(python), "-c", "import github", home=home).returncode != 0  # no GitHub plugin here
-    claude = tmp_path / "claude"
-    claude.write_text(  # becomes the fake harness TUI, with the adapter's argv
-        f"#!{python}\nimport os, sys\nos.execv({str(python)!r}, [{str(python)!r}, '-m', 'the_loop.fake_harness', "
-        "*sys.argv[1:]])\n"
-    )
-    claude.chmod(0o755)
     socket = f"the-loop-pkg-{os.getpid()}"
-    with FakeJira() as fake:
+    with FakeJira() as fake, FakeAnthropic(tmp_path / "anthropic-api.jsonl") as api:
         fake.add_issue("PROJ-12", summary="Add a widget", labels=["the-loop:auto-execute"])
         config = {
             "version": "0.12.0",
@@ -291,10 +286,10 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
                 "spawnOnUnmatched": "labeled",
                 "authorizedUsers": [{"jira": "acc-ok"}],
                 "spawnWorkdir": str(work),
-                "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
+                "tmux": {"socketName": socket},
             },
             "integrations": {
-                "claude": {"binary": str(claude)},
+                "claude": {"binary": str(claude_binary)},
                 "jira": {
                     "site": "jira.test",
                     "deployment": "cloud",
@@ -305,14 +300,16 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
             },
         }
         (home / "cli-config.yaml").write_text(json.dumps(config))
-        env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("THE_LOOP_", "ANTHROPIC_"))}
         env.pop("PYTHONPATH", None)
+        env.pop("CLAUDE_CONFIG_DIR", None)
         env.update(
             HOME=str(home),
-            PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            PATH=hermetic_path(tmp_path / "sysbin", venv / "bin"),
             JIRA_EMAIL="bot@example.test",
             JIRA_API_TOKEN="jira-token",
-            FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
+            ANTHROPIC_BASE_URL=api.url,
+            ANTHROPIC_API_KEY="sk-ant-api03-packaging-test-0123456789abcdefghij",
         )
 
         def the_loop_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -328,13 +325,13 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
             target = "loop-jira-jira_test-PROJ-12"
             has = subprocess.run(["tmux", "-L", socket, "has-session", "-t", f"={target}"], timeout=10)
             assert has.returncode == 0, polled.stderr
-            [log] = list(logs.glob("*.jsonl"))
-            harness = FakeHarness(log)
-            harness.wait_ready(timeout=30)
-            assert harness.records("start")[0]["cwd"] == str(work)
+            assert "PROJ-12" in api.wait_for_turn("PROJ-12")[0]
+            [project] = (home / ".claude" / "projects").iterdir()  # the conversation is kept for the work dir
+            assert project.name == "".join(c if c.isalnum() else "-" for c in str(work))
             fake.add_comment("PROJ-12", "please add a test for the widget", "acc-ok")
             assert the_loop_cli("daemon", "run", "poller", "--once").returncode == 0
-            assert "please add a test for the widget" in harness.wait_for_submitted(2, timeout=30)[-1]
+            turn = api.wait_for_turn("please add a test for the widget")
+            assert len(turn) == 2 and "PROJ-12" in turn[0]
         finally:
             subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
 

@@ -574,3 +574,20 @@ def test_split_commands_reads_argv_the_way_tmux_does() -> None:
     assert violations([["display-message", "-p", "hi"]]) and not violations(
         [["display-message", "-p", "-t", "x", "hi"]]
     )
+
+
+def test_pane_text_for_the_event_log_has_every_credential_masked_whole_or_by_its_shown_tail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from the_loop.tmux import redact
+
+    key = "sk-ant-api03-" + "x" * 30 + "0123456789abcdefghij"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    monkeypatch.setenv("GH_TOKEN", "ghp_0123456789abcdefABCDEF")
+    dialog = (
+        "ANTHROPIC_API_KEY: sk-ant-...0123456789abcdefghij\nGitHub: ghp_0123456789abcdefABCDEF and sk-ant-other-key"
+    )
+    masked = redact(dialog)
+    assert "0123456789abcdefghij" not in masked and "ghp_0123456789abcdefABCDEF" not in masked
+    assert "sk-ant-other-key" not in masked and "GitHub: [redacted] and [redacted]" in masked
+    assert redact("nothing secret here") == "nothing secret here"

@@ -219,6 +219,17 @@ class FakeAnthropic:
     def turns(self) -> list[list[str]]:
         return conversation_turns(self.requests())
 
+    def wait_for_turn(self, text: str, timeout: float = 60.0) -> list[str]:
+        """The human texts of the first conversation request whose newest one holds ``text``, once it arrived."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((turn for turn in self.turns() if turn and text in turn[-1]), None)
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the model did not receive {text!r} within {timeout}s: {self.turns()}")
+            time.sleep(0.05)
+
     def __enter__(self) -> FakeAnthropic:
         return self.start()
 

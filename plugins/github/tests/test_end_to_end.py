@@ -698,16 +698,8 @@ def test_the_real_claude_from_a_fresh_home_takes_a_signed_start_comments_a_crash
             defaultHarness="claude", harnessArgs={"claude": BYPASS_ARGS}, extra={"integrations": integrations}
         )
 
-        def received(text: str) -> list[str]:
-            """The texts of the first request whose newest human text holds ``text``."""
-
-            def find() -> list[str] | None:
-                return next((turn for turn in api.turns() if turn and text in turn[-1]), None)
-
-            return wait_for(find, timeout=60)
-
         machine.comment("the-loop start")
-        boot = received(REF)
+        boot = api.wait_for_turn(REF)
         assert len(boot) == 1 and '"body": "the-loop start"' in boot[0]  # the first prompt reached the model
         wait_for(machine.record, timeout=30)  # recorded once the session is ready for input
         machine.settled()
@@ -715,12 +707,12 @@ def test_the_real_claude_from_a_fresh_home_takes_a_signed_start_comments_a_crash
         assert own["harness"] == "claude" and uuid.UUID(own["harnessSessionId"])
 
         machine.comment("please add a test for the widget")
-        later = received("please add a test for the widget")
+        later = api.wait_for_turn("please add a test for the widget")
         assert len(later) == 2 and REF in later[0]  # its own turn, after the boot prompt
 
         machine.tmux("kill-server")
         machine.comment("what did I ask you before?")
-        after_crash = received("what did I ask you before?")
+        after_crash = api.wait_for_turn("what did I ask you before?")
         assert any("please add a test for the widget" in text for text in after_crash[:-1])  # history resumed
         machine.settled()
         assert machine.own()["harnessSessionId"] == own["harnessSessionId"]
@@ -732,7 +724,7 @@ def test_the_real_claude_from_a_fresh_home_takes_a_signed_start_comments_a_crash
         assert path is not None
         path.unlink()
         machine.comment("a comment after the transcript was lost")
-        fresh = received("a comment after the transcript was lost")
+        fresh = api.wait_for_turn("a comment after the transcript was lost")
         machine.settled()
         assert not any("widget" in text for text in fresh)  # a fresh conversation, booted with the comment
         assert [e["resumed"] for e in machine.events("session.respawned")] == [True, False]
