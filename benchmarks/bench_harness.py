@@ -1,23 +1,26 @@
 """Two harnesses side by side through the real dispatcher and tmux: spawn → ready, and event → recorded.
 
-Run: ``.venv/bin/python benchmarks/bench_harness.py [--runs 20] [--harness fake|claude|both] [--claude PATH]``.
-Core's fake harness TUI and the REAL Claude Code CLI, offline against the fake Anthropic Messages API, are each
-started from the conformance kits (:class:`the_loop.conformance.FakeHarnessKit`,
-:class:`the_loop_claude.conformance.ClaudeKit`) on a private tmux server of their own. Per harness, medians and p90
-over ``--runs`` runs of:
+Run: ``.venv/bin/python benchmarks/bench_harness.py [--runs 20] [--harness fake|claude|both] [--claude PATH]
+[--settle 0.2] [--telemetry] [--keep]``. Core's fake harness TUI and the REAL Claude Code CLI, offline against the
+fake Anthropic Messages API, are started from the conformance kits (:class:`the_loop.conformance.FakeHarnessKit`,
+:class:`the_loop_claude.conformance.ClaudeKit`), each in a temporary directory and on a private tmux server of its
+own. Per harness, p50 and p90 over ``--runs`` runs of:
 
 - spawn → ready: the wall time of ``Dispatcher.dispatch(WorkEvent(..., spawn=True))`` for a fresh work item (a new
   ref each run, so each is a first spawn). The call returns only once the adapter's readiness check says the harness
   took its boot prompt (the fake: its prompt is drawn; Claude Code: a ``user`` line in its transcript), so this is
-  what an event that starts work waits before the dispatcher is free again. Each session is killed afterwards.
-- event → recorded: into one live, idle session, the ``dispatch()`` of a plain delivery until the harness recorded
-  it (the fake: one more ``submit`` in its log; Claude Code: a new ``user`` line in its transcript). Before each
-  event the previous turn has been answered (Claude Code: the fake API received it and the transcript holds the
-  answer), so no delivery lands in a busy session.
+  how long an event that starts work holds the dispatcher (and the item's lock). Each session is killed afterwards.
+- event → recorded: into one live, idle session, from calling ``dispatch()`` with a plain delivery until the harness
+  recorded it (the fake: one more ``submit`` in its log; Claude Code: a new ``user`` line in its transcript). Before
+  each event the previous turn was answered (Claude Code: the fake API received it and the transcript ends in the
+  answer) and ``--settle`` seconds passed, so no delivery lands in a busy session. For Claude Code the footnote
+  also gives event → the model's request (the fake API runs in this process: same clock).
 
 The real Claude Code is ``--claude``, else ``$THE_LOOP_TEST_CLAUDE``, else the copy ``./test.sh`` installs under
-``.tools/``; without one only the fake is measured. Everything (temporary directory, tmux server, fake API) is
-removed at the end.
+``.tools/``; without one only the fake is measured. Claude Code's sessions get
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (its telemetry goes to Anthropic, not to ``ANTHROPIC_BASE_URL``;
+``--telemetry`` leaves it on, as the conformance tests do). Everything (temporary directories, tmux servers, the
+fake API) is removed at the end.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -46,13 +49,17 @@ from the_loop.conformance import FakeHarnessKit, HarnessKit, process_running
 from the_loop.dispatcher import Dispatcher
 from the_loop.fake_harness import FakeHarness
 from the_loop.models import WorkEvent
-from the_loop.plugins import PluginHost, set_host
+from the_loop.plugins import PluginHost, get_host, set_host
 from the_loop.registry import SessionRegistry
 from the_loop.tmux import TmuxRunner
 
+if TYPE_CHECKING:
+    from the_loop_claude.conformance import ClaudeKit
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CLAUDE = ROOT / ".tools/claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
-POLL_SECONDS = 0.001
+POLL_SECONDS = 0.001  # the measured waits
+QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 
 @dataclass
@@ -60,18 +67,20 @@ class Result:
     """One harness's timings, seconds."""
 
     harness: str
-    spawns: list[float] = field(default_factory=list)
-    deliveries: list[float] = field(default_factory=list)
+    spawns: list[float] = field(default_factory=list)  # dispatch(spawn=True) call → returned (ready)
+    deliveries: list[float] = field(default_factory=list)  # dispatch() call → the harness recorded the event
+    calls: list[float] = field(default_factory=list)  # dispatch() call → returned (the tmux paste is done)
+    received: list[float] = field(default_factory=list)  # dispatch() call → the model's request (Claude Code)
 
 
 class Bench:
     """One kit, its environment, a config and a dispatcher over a private tmux server, in one temporary dir."""
 
-    def __init__(self, kit: HarnessKit, tmp: Path, tmux: str, timeout: float) -> None:
+    def __init__(self, kit: HarnessKit, tmp: Path, tmux: str, timeout: float, env: dict[str, str]) -> None:
         self.kit = kit
         self.tmp = tmp
         self.timeout = timeout
-        for name, value in kit.environment().items():  # before the server starts: its panes inherit this
+        for name, value in {**kit.environment(), **env}.items():  # before the server starts: panes inherit it
             if value is None:
                 os.environ.pop(name, None)
             else:
@@ -88,8 +97,7 @@ class Bench:
         self.sessions: list[str] = []  # every conversation started, to see its process gone at the end
 
     def _config(self) -> LoadedConfig:
-        from the_loop.plugins import get_host
-
+        """The conformance rig's config: this kit's harness by default, no spawn announcement."""
         routing: dict[str, Any] = {
             "defaultHarness": self.kit.name,
             "spawnWorkdir": str(self.work),
@@ -110,7 +118,10 @@ class Bench:
         events.configure(config.state.events_path, "bench")
         return config
 
-    def dispatch(self, ref: str, text: str, *, spawn: bool = False) -> str:
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def dispatch(self, ref: str, text: str, *, spawn: bool = False) -> None:
         event = WorkEvent(delivery_id=f"bench-{uuid.uuid4()}", work_item=ref, text=text, spawn=spawn)
         outcome = self.dispatcher.dispatch(event)
         wanted = "spawned" if spawn else "delivered"
@@ -118,7 +129,6 @@ class Bench:
             raise SystemExit(f"{ref}: dispatch returned {outcome} (wanted {wanted!r})")
         if spawn:
             self.sessions.append(self.own(ref).harness_session_id)
-        return outcome.status
 
     def own(self, ref: str) -> Any:
         record = self.registry.load(ref)
@@ -140,8 +150,6 @@ class Bench:
             time.sleep(0.05)
         socket_file = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / self.runner.socket
         socket_file.unlink(missing_ok=True)  # tmux leaves its socket file behind
-        self.kit.stop()
-        set_host(None)
 
     # ------------------------------------------------------------------------ what each harness records
 
@@ -153,9 +161,16 @@ class Bench:
         """Wait until ``text``, the session's last input, has been answered and the session is idle again."""
         raise NotImplementedError
 
+    def received_at(self, text: str) -> float | None:
+        """When (``time.time()``) the model got the first request ending in ``text``; None without a model."""
+        return None
+
 
 class FakeBench(Bench):
     kit: FakeHarnessKit
+
+    def describe(self) -> str:
+        return f"core's fake harness TUI ({sys.executable} -m the_loop.fake_harness)"
 
     def recorded(self, ref: str) -> Callable[[], bool]:
         log = FakeHarness(self.kit.log)
@@ -167,6 +182,15 @@ class FakeBench(Bench):
 
 
 class ClaudeBench(Bench):
+    kit: ClaudeKit
+
+    def describe(self) -> str:
+        answer = subprocess.run(  # from the kit's HOME, never the operator's
+            [str(self.kit.binary), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+        version = answer.stdout.strip() or f"--version exit {answer.returncode}"
+        return f"Claude Code {version} at {self.kit.binary}, against the fake Anthropic API on {self.kit.api.url}"
+
     def recorded(self, ref: str) -> Callable[[], bool]:
         from the_loop_claude import transcript
 
@@ -175,14 +199,19 @@ class ClaudeBench(Bench):
         return lambda: transcript.has_user_entry_after(path, offset)
 
     def answered(self, ref: str, text: str) -> None:
-        """The fake API received a turn ending in ``text``, and the transcript holds an answer after it."""
-
-        def received() -> bool:
-            return any(turn and text in turn[-1] for turn in self.kit.requests())
-
-        wait(received, self.timeout, f"{ref}: the model never received {text!r}", 0.02)
+        """The fake API received a turn ending in ``text``, and the transcript ends in an answer after it."""
+        self.kit.api.wait_for_turn(text, self.timeout)
         path = self.transcript(ref)
         wait(lambda: last_entry(path) == "assistant", self.timeout, f"{ref}: no answer in the transcript", 0.005)
+
+    def received_at(self, text: str) -> float | None:
+        from the_loop.fake_anthropic import is_conversation, last_user_text
+
+        for entry in self.kit.api.requests():
+            body = entry.get("body") or {}
+            if entry.get("path") == "/v1/messages" and is_conversation(body) and text in last_user_text(body):
+                return float(entry["at"])
+        return None
 
     def transcript(self, ref: str) -> Path:
         from the_loop_claude import transcript
@@ -195,7 +224,7 @@ class ClaudeBench(Bench):
 
 
 def last_entry(path: Path) -> str:
-    """The ``type`` of the last complete user or assistant line of a transcript ("" when none)."""
+    """The ``type`` of a transcript's last complete user or assistant line ("" when none)."""
     for line in reversed(path.read_bytes().split(b"\n")[:-1]):
         try:
             entry = json.loads(line)
@@ -222,34 +251,40 @@ def wait(predicate: Callable[[], bool], timeout: float, what: str, interval: flo
         time.sleep(interval)
 
 
+def progress(name: str, what: str, n: int, runs: int, seconds: float) -> None:
+    end = "\n" if n == runs else "\r"
+    print(f"  {name}: {what} {n}/{runs}: {seconds * 1000:.0f} ms   ", file=sys.stderr, end=end, flush=True)
+
+
 def measure(bench: Bench, runs: int, settle: float) -> Result:
-    result = Result(bench.kit.name)
     name = bench.kit.name
-    # (1) spawn → ready: a fresh work item each run, its session killed before the next.
+    result = Result(name)
+    # (1) spawn → ready: a fresh work item each run, its session killed (and its process gone) before the next.
     for n in range(1, runs + 1):
         ref = f"fake:octo/bench#{n}"
         began = time.monotonic()
         bench.dispatch(ref, f"Start work on bench item {n}.", spawn=True)
         result.spawns.append(time.monotonic() - began)
         bench.kill(ref)
-        print(f"  {name}: spawn {n}/{runs} {result.spawns[-1] * 1000:.0f} ms", file=sys.stderr, end="\r")
-    print(file=sys.stderr)
+        progress(name, "spawn → ready", n, runs, result.spawns[-1])
     # (2) event → recorded: one live session, each event into it once the previous turn was answered.
     ref = f"fake:octo/bench#{runs + 1}"
-    text = "Start work on the bench item that takes events."
+    text = "Start work on the bench item that takes the events."
     bench.dispatch(ref, text, spawn=True)
     for n in range(1, runs + 1):
         bench.answered(ref, text)
         time.sleep(settle)
         done = bench.recorded(ref)
         text = f"Event {n}: octocat commented on the pull request."
-        began = time.monotonic()
+        wall, began = time.time(), time.monotonic()
         bench.dispatch(ref, text)
+        result.calls.append(time.monotonic() - began)
         wait(done, bench.timeout, f"{ref}: event {n} was not recorded")
         result.deliveries.append(time.monotonic() - began)
-        print(f"  {name}: event {n}/{runs} {result.deliveries[-1] * 1000:.0f} ms", file=sys.stderr, end="\r")
-    print(file=sys.stderr)
-    bench.answered(ref, text)
+        progress(name, "event → recorded", n, runs, result.deliveries[-1])
+        bench.answered(ref, text)
+        if (at := bench.received_at(text)) is not None:
+            result.received.append(at - wall)
     return result
 
 
@@ -260,6 +295,10 @@ def percentile(values: list[float], pct: float) -> float:
 
 def ms(value: float) -> str:
     return f"{value * 1000:.1f}"
+
+
+def p50_p90(values: list[float]) -> str:
+    return f"p50 {ms(statistics.median(values))} / p90 {ms(percentile(values, 90))}"
 
 
 def table(results: list[Result]) -> None:
@@ -278,42 +317,45 @@ def table(results: list[Result]) -> None:
     print("| " + " | ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for cells in rows:
-        print(
-            "| "
-            + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
-            + " |"
-        )
-    print(
-        "\nmilliseconds; "
-        + "; ".join(
-            f"{r.harness}: n={len(r.spawns)}, first spawn {ms(r.spawns[0])}, max spawn {ms(max(r.spawns))}, "
-            f"max event {ms(max(r.deliveries))}"
-            for r in results
-        )
-    )
-
-
-def claude_version(binary: Path) -> str:
-    answer = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
-    return answer.stdout.strip() or f"exit {answer.returncode}"
+        padded = [cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))]
+        print("| " + " | ".join(padded) + " |")
+    print("\nmilliseconds, n = runs per harness.")
+    for r in results:
+        notes = [
+            f"n={len(r.spawns)}",
+            f"first spawn {ms(r.spawns[0])}, max {ms(max(r.spawns))}",
+            f"max event {ms(max(r.deliveries))}",
+            f"dispatch() call of an event {p50_p90(r.calls)}",
+        ]
+        if r.received:
+            notes.append(f"event → model request {p50_p90(r.received)}")
+        print(f"  {r.harness}: " + "; ".join(notes))
 
 
 def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: str) -> Result:
+    """One harness in a temporary directory of its own; the environment is restored afterwards."""
     saved = dict(os.environ)
     tmp = Path(tempfile.mkdtemp(prefix=f"the-loop-bench-harness-{harness}-"))
+    kit: HarnessKit | None = None
     bench: Bench | None = None
     try:
         if harness == "claude":
             from the_loop_claude.conformance import ClaudeKit
 
             assert claude is not None
-            bench = ClaudeBench(ClaudeKit(tmp, claude), tmp, tmux, args.timeout)
+            kit = ClaudeKit(tmp, claude)  # starts the fake Anthropic API
+            bench = ClaudeBench(kit, tmp, tmux, args.timeout, {} if args.telemetry else QUIET)
         else:
-            bench = FakeBench(FakeHarnessKit(tmp), tmp, tmux, args.timeout)
+            kit = FakeHarnessKit(tmp)
+            bench = FakeBench(kit, tmp, tmux, args.timeout, {})
+        print(f"{harness}: {bench.describe()}")
         return measure(bench, args.runs, args.settle)
     finally:
         if bench is not None:
             bench.close()
+        if kit is not None:
+            kit.stop()
+        set_host(None)
         os.environ.clear()
         os.environ.update(saved)
         if args.keep:
@@ -324,18 +366,17 @@ def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20, help="spawns and events per harness (default 20)")
-    parser.add_argument("--harness", choices=("fake", "claude", "both"), default="both")
-    parser.add_argument(
-        "--claude", type=Path, help="the Claude Code executable (default: $THE_LOOP_TEST_CLAUDE or .tools/)"
-    )
-    parser.add_argument("--settle", type=float, default=0.2, help="seconds idle after an answer before the next event")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directories (to look inside)")
-    parser.add_argument("--timeout", type=float, default=60, help="seconds any one wait may take")
+    parser.add_argument("--runs", type=int, default=20, help="spawns, and events, per harness (default 20)")
+    parser.add_argument("--harness", choices=("fake", "claude", "both"), default="both", help="default both")
+    parser.add_argument("--claude", type=Path, help="Claude Code's executable (default $THE_LOOP_TEST_CLAUDE, .tools/)")
+    parser.add_argument("--settle", type=float, default=0.2, help="idle seconds after an answer before an event")
+    parser.add_argument("--telemetry", action="store_true", help="leave Claude Code's nonessential traffic on")
+    parser.add_argument("--timeout", type=float, default=60, help="seconds any one wait may take (default 60)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directories, to look inside")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    tmux = shutil.which("tmux")
+    tmux = shutil.which("tmux")  # before a kit's PATH replaces this process's
     if tmux is None:
         raise SystemExit("tmux is not installed")
     claude: Path | None = args.claude or Path(os.environ.get("THE_LOOP_TEST_CLAUDE") or DEFAULT_CLAUDE)
@@ -343,14 +384,13 @@ def main() -> None:
         del os.environ[name]  # never reach an operator's tmux or config
     harnesses = ["fake", "claude"] if args.harness == "both" else [args.harness]
     if "claude" in harnesses and not (claude and os.access(claude, os.X_OK)):
-        print(f"no Claude Code at {claude} (give --claude PATH; ./test.sh installs it): measuring the fake only")
+        missing = f"no Claude Code at {claude} (give --claude PATH; ./test.sh installs it)"
         if args.harness == "claude":
-            raise SystemExit(1)
+            raise SystemExit(missing)
+        print(f"{missing}: only the fake is measured")
         harnesses, claude = ["fake"], None
     version = subprocess.run([tmux, "-V"], capture_output=True, text=True, check=False).stdout.strip()
-    print(f"{version}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} runs each")
-    if claude is not None and "claude" in harnesses:
-        print(f"Claude Code {claude_version(claude)} ({claude}) against the fake Anthropic API on 127.0.0.1")
+    print(f"{version}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} runs per harness")
     results = [run_one(harness, claude, args, tmux) for harness in harnesses]
     print()
     table(results)
