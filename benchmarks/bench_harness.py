@@ -1,7 +1,7 @@
 """Two harnesses side by side through the real dispatcher and tmux: spawn → ready, and event → recorded.
 
 Run: ``.venv/bin/python benchmarks/bench_harness.py [--runs 20] [--harness fake|claude|both] [--claude PATH]
-[--settle 0.2] [--telemetry] [--keep]``. Core's fake harness TUI and the REAL Claude Code CLI, offline against the
+[--settle 0.2] [--keep]``. Core's fake harness TUI and the REAL Claude Code CLI, offline against the
 fake Anthropic Messages API, are started from the conformance kits (:class:`the_loop.conformance.FakeHarnessKit`,
 :class:`the_loop_claude.conformance.ClaudeKit`), each in a temporary directory and on a private tmux server of its
 own. Per harness, p50 and p90 over ``--runs`` runs of:
@@ -17,9 +17,7 @@ own. Per harness, p50 and p90 over ``--runs`` runs of:
   also gives event → the model's request (the fake API runs in this process: same clock).
 
 The real Claude Code is ``--claude``, else ``$THE_LOOP_TEST_CLAUDE``, else the copy ``./test.sh`` installs under
-``.tools/``; without one only the fake is measured. Claude Code's sessions get
-``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (its telemetry goes to Anthropic, not to ``ANTHROPIC_BASE_URL``;
-``--telemetry`` leaves it on, as the conformance tests do). Everything (temporary directories, tmux servers, the
+``.tools/``; without one only the fake is measured. Everything (temporary directories, tmux servers, the
 fake API) is removed at the end.
 """
 
@@ -41,11 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from the_loop import events, fake_plugin
 from the_loop.config import LoadedConfig, load_config
-from the_loop.conformance import FakeHarnessKit, HarnessKit, process_running
+from the_loop.conformance import FakeHarnessKit, HarnessKit, process_running, write_config
 from the_loop.dispatcher import Dispatcher
 from the_loop.fake_harness import FakeHarness
 from the_loop.models import WorkEvent
@@ -59,7 +55,6 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CLAUDE = ROOT / ".tools/claude-code/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
 POLL_SECONDS = 0.001  # the measured waits
-QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 
 @dataclass
@@ -76,11 +71,11 @@ class Result:
 class Bench:
     """One kit, its environment, a config and a dispatcher over a private tmux server, in one temporary dir."""
 
-    def __init__(self, kit: HarnessKit, tmp: Path, tmux: str, timeout: float, env: dict[str, str]) -> None:
+    def __init__(self, kit: HarnessKit, tmp: Path, tmux: str, timeout: float) -> None:
         self.kit = kit
         self.tmp = tmp
         self.timeout = timeout
-        for name, value in {**kit.environment(), **env}.items():  # before the server starts: panes inherit it
+        for name, value in kit.environment().items():  # before the server starts: panes inherit it
             if value is None:
                 os.environ.pop(name, None)
             else:
@@ -98,22 +93,8 @@ class Bench:
 
     def _config(self) -> LoadedConfig:
         """The conformance rig's config: this kit's harness by default, no spawn announcement."""
-        routing: dict[str, Any] = {
-            "defaultHarness": self.kit.name,
-            "spawnWorkdir": str(self.work),
-            "announce": {"enabled": False},
-            "tmux": {"socketName": self.runner.socket, "readyTimeoutSeconds": self.timeout},
-        }
-        document: dict[str, Any] = {"version": "0.12.0"}
-        for key, value in self.kit.config().items():
-            if key == "routing":
-                routing = merge(routing, value)
-            else:
-                document[key] = merge(document.get(key, {}), value)
-        document["routing"] = routing
-        path = self.tmp / "cfg" / ".the-loop" / "cli-config.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        bound = {"routing": {"tmux": {"readyTimeoutSeconds": self.timeout}}}
+        path = write_config(self.kit, self.tmp, self.runner.socket, self.work, bound)
         config = load_config(path, get_host())
         events.configure(config.state.events_path, "bench")
         return config
@@ -235,14 +216,6 @@ def last_entry(path: Path) -> str:
     return ""
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        nested = isinstance(value, dict) and isinstance(merged.get(key), dict)
-        merged[key] = merge(merged[key], value) if nested else value
-    return merged
-
-
 def wait(predicate: Callable[[], bool], timeout: float, what: str, interval: float = POLL_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -344,10 +317,10 @@ def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: s
 
             assert claude is not None
             kit = ClaudeKit(tmp, claude)  # starts the fake Anthropic API
-            bench = ClaudeBench(kit, tmp, tmux, args.timeout, {} if args.telemetry else QUIET)
+            bench = ClaudeBench(kit, tmp, tmux, args.timeout)
         else:
             kit = FakeHarnessKit(tmp)
-            bench = FakeBench(kit, tmp, tmux, args.timeout, {})
+            bench = FakeBench(kit, tmp, tmux, args.timeout)
         print(f"{harness}: {bench.describe()}")
         return measure(bench, args.runs, args.settle)
     finally:
@@ -370,7 +343,6 @@ def main() -> None:
     parser.add_argument("--harness", choices=("fake", "claude", "both"), default="both", help="default both")
     parser.add_argument("--claude", type=Path, help="Claude Code's executable (default $THE_LOOP_TEST_CLAUDE, .tools/)")
     parser.add_argument("--settle", type=float, default=0.2, help="idle seconds after an answer before an event")
-    parser.add_argument("--telemetry", action="store_true", help="leave Claude Code's nonessential traffic on")
     parser.add_argument("--timeout", type=float, default=60, help="seconds any one wait may take (default 60)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories, to look inside")
     args = parser.parse_args()

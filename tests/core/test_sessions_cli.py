@@ -185,7 +185,7 @@ def test_start_of_a_harness_that_dies_while_starting_exits_1_and_nothing_is_list
     assert "exited before it was ready for input" in result.stderr
     [failed] = [e for e in operator.env.events() if e["event"] == "session.spawn_failed"]
     assert failed["will_retry"] is True
-    assert any("exiting at start with status 1" in line for line in failed["last_lines"])
+    assert any("exiting at start with status 1" in line for line in failed["last_lines"]), failed["last_lines"]
     listing = json.loads(operator.run("sessions", "list", "--format", "json").stdout)
     assert listing == []
 

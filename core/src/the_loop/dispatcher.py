@@ -348,8 +348,8 @@ class Dispatcher:
 
     def _last_lines(self, target: str) -> list[str]:
         """The pane's last non-empty lines, secrets masked, for the event log ([] when there is no pane)."""
-        try:
-            screen = self.runner.capture(target)
+        try:  # with the scrollback: a dead pane's visible screen may hold only tmux's "Pane is dead" line
+            screen = self.runner.capture(target, history=True)
         except (TmuxError, TargetError):
             return []
         lines = [line.rstrip() for line in screen.splitlines() if line.strip()]

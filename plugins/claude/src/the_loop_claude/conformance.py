@@ -45,6 +45,8 @@ class ClaudeKit(HarnessKit):
             "ANTHROPIC_BASE_URL": self.api.url,
             "ANTHROPIC_API_KEY": self.api_key,
             "ANTHROPIC_AUTH_TOKEN": None if self.api_key else "conformance-bearer-token",
+            # Claude Code sends telemetry to Anthropic itself, not through ANTHROPIC_BASE_URL: a test never may.
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
 
     def config(self) -> dict[str, Any]:
@@ -53,6 +55,8 @@ class ClaudeKit(HarnessKit):
             "routing": {"harnessArgs": {"claude": BYPASS_ARGS}},
             "integrations": {"claude": {"binary": str(self.binary), "sandbox": os.geteuid() == 0}},
         }
+
+    dying_sign = "Dark mode"  # the first-run theme picker, waiting for a person
 
     def dying_config(self) -> dict[str, Any]:
         # Without the onboarding pre-seed a fresh home gets the first-run screens, which exit at once offline.
