@@ -43,7 +43,7 @@ from the_loop.fake_harness import PROMPT
 from the_loop.models import WorkEvent
 from the_loop.plugins import PluginHost, set_host
 from the_loop.registry import SessionRegistry
-from the_loop.tmux import TmuxRunner
+from the_loop.tmux import TmuxRunner, unframed
 
 TARGET_P50 = 0.015
 _ids = iter(range(1, 10**9))
@@ -245,7 +245,7 @@ def run(bench: Bench, args: argparse.Namespace, deadline: float) -> None:
         durations.append(time.monotonic() - began)
         assert outcome.status == "delivered", outcome
         submitted = tail.wait("submit", i + 1)[-1]
-        assert submitted["text"] == text, submitted
+        assert unframed(submitted["text"]) == text, submitted
         latencies.append(submitted["t"] - began)
         check_time(deadline)
     overhead = [total - tmux for total, tmux in zip(durations, in_tmux, strict=True)]
@@ -269,7 +269,7 @@ def run(bench: Bench, args: argparse.Namespace, deadline: float) -> None:
         assert outcome.status == "delivered", outcome
     done = tail.wait("submit", done_before + args.burst, timeout=120)[done_before:]
     elapsed = done[-1]["t"] - began
-    assert [r["text"] for r in done] == texts, "the burst lost, merged or reordered deliveries"
+    assert [unframed(r["text"]) for r in done] == texts, "the burst lost, merged or reordered deliveries"
     print(
         f"\none pane, back to back: {args.burst / elapsed:.0f} deliveries/s "
         f"({args.burst} in {elapsed:.2f} s, order kept)"
@@ -294,7 +294,7 @@ def run(bench: Bench, args: argparse.Namespace, deadline: float) -> None:
     assert all(o.status == "delivered" for o in outcomes), [o for o in outcomes if o.status != "delivered"][:3]
     last = 0.0
     for item, item_tail in tails.items():
-        got = [r["text"] for r in item_tail.wait("submit", args.per_item, timeout=60)]
+        got = [unframed(r["text"]) for r in item_tail.wait("submit", args.per_item, timeout=60)]
         assert got == [f"{item} #{n}" for n in range(args.per_item)], f"{item}: lost, crossed or reordered: {got}"
         last = max(last, item_tail.records[-1]["t"])
     leftovers = bench.runner._run(["list-buffers"])

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from the_loop.fake_harness import FakeHarness
-from the_loop.tmux import TmuxRunner
+from the_loop.tmux import TmuxRunner, unframed
 
 
 class Tail:
@@ -135,7 +135,7 @@ def run(runner: TmuxRunner, work: Path, args: argparse.Namespace) -> None:
         runner.deliver("loop-bench-latency-1", f"event {i}\nsecond line of event {i}")
         durations.append(time.monotonic() - began)
         submitted = tail.wait("submit", i + 1)[-1]
-        assert submitted["text"] == f"event {i}\nsecond line of event {i}", submitted
+        assert unframed(submitted["text"]) == f"event {i}\nsecond line of event {i}", submitted
         latencies.append(submitted["t"] - began)
     p50 = statistics.median(latencies)
     print(
@@ -157,7 +157,7 @@ def run(runner: TmuxRunner, work: Path, args: argparse.Namespace) -> None:
         runner.deliver("loop-bench-burst-1", text)
     done = tail.wait("submit", args.burst)
     elapsed = done[-1]["t"] - began
-    assert [r["text"] for r in done] == texts, "burst lost, merged or reordered deliveries"
+    assert [unframed(r["text"]) for r in done] == texts, "burst lost, merged or reordered deliveries"
     print(f"one pane        {args.burst / elapsed:.0f} deliveries/s  ({args.burst} in {elapsed:.2f} s, order kept)")
 
     # N sessions x M deliveries at once, one thread per session.
@@ -184,7 +184,7 @@ def run(runner: TmuxRunner, work: Path, args: argparse.Namespace) -> None:
     last = 0.0
     for target, fake in fakes.items():
         got = Tail(fake.log).wait("submit", args.per_session)
-        assert [r["text"] for r in got] == [f"{target} #{i}" for i in range(args.per_session)], target
+        assert [unframed(r["text"]) for r in got] == [f"{target} #{i}" for i in range(args.per_session)], target
         last = max(last, got[-1]["t"])
     assert not errors, errors
     total = args.sessions * args.per_session

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from the_loop.tmux import unframed
-
 __all__ = ["CREDENTIAL_NAMES", "FakeHarness", "fake_harness_argv", "main"]
 
 PASTE_START = b"\x1b[200~"
@@ -108,6 +106,8 @@ class FakeHarness:
     def submitted(self) -> list[str]:
         """Every submitted input in order, the positional boot prompt first when there was one; each as delivered,
         without the line break a paste starts with (:func:`the_loop.tmux.unframed`)."""
+        from the_loop.tmux import unframed  # not at import: the TUI itself starts without the rest of core
+
         return [unframed(record["text"]) for record in self.records("submit")]
 
     def wait_for(self, kind: str, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -130,6 +130,8 @@ class FakeHarness:
             time.sleep(0.005)
 
     def wait_for_submitted(self, count: int, timeout: float = 10.0) -> list[str]:
+        from the_loop.tmux import unframed
+
         return [unframed(record["text"]) for record in self.wait_for("submit", count, timeout)]
 
 
