@@ -24,9 +24,11 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from the_loop.background_server import BackgroundServer
 
 __all__ = ["FakeAnthropic", "conversation_turns", "last_user_text", "main", "read_log"]
 
@@ -114,8 +116,10 @@ def _stream(model: str, text: str) -> Iterator[bytes]:
     yield _sse("message_stop", {"type": "message_stop"})
 
 
-class FakeAnthropic:
+class FakeAnthropic(BackgroundServer):
     """The fake API bound to ``127.0.0.1:port`` (0 picks a free port); ``url`` is what ``ANTHROPIC_BASE_URL`` gets."""
+
+    thread_name = "fake-anthropic"
 
     def __init__(self, log: Path, port: int = 0) -> None:
         self.log = Path(log)
@@ -192,26 +196,11 @@ class FakeAnthropic:
                 self.wfile.flush()
                 self.close_connection = True
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
+        super().__init__(Handler, "127.0.0.1", port)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> FakeAnthropic:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-anthropic", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def requests(self) -> list[dict[str, Any]]:
         return read_log(self.log)
@@ -230,12 +219,6 @@ class FakeAnthropic:
                 raise AssertionError(f"the model did not receive {text!r} within {timeout}s: {self.turns()}")
             time.sleep(0.05)
 
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m the_loop.fake_anthropic", description=__doc__.splitlines()[0])
@@ -245,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     fake = FakeAnthropic(args.log, args.port)
     print(fake.url, flush=True)
     try:
-        fake._server.serve_forever()
+        fake.serve_forever()
     except KeyboardInterrupt:
         pass
     return 0

@@ -24,10 +24,10 @@ from __future__ import annotations
 import hmac
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from the_loop.background_server import BackgroundServer
 from the_loop.lifecycle import (
     CONTEXTS,
     AnswerError,
@@ -119,30 +119,25 @@ def _as_result(ctx: LifecycleContext, answer: object) -> dict[str, Any] | None:
     return decisions or None
 
 
-class HookServer:
+class HookServer(BackgroundServer):
     """A small threading HTTP server for one executor. ``port=0`` picks a free port (see :attr:`port`).
 
     Use :meth:`serve_forever` in a side-car's main, or :meth:`start`/:meth:`stop` (and ``with``) to run it in a
     background thread.
     """
 
+    thread_name = "hook-server"
+
     def __init__(
         self, executor: LifecycleHooks, host: str = "127.0.0.1", port: int = 8000, token_env: str = ""
     ) -> None:
         self.executor = executor
         self.token_env = token_env
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
+        super().__init__(_handler(self), host, port)
 
     @property
     def url(self) -> str:
-        host = self._server.server_address[0]
-        return f"http://{host}:{self.port}/"
+        return f"http://{self.host}:{self.port}/"
 
     def authorized(self, header: str | None) -> bool:
         if not self.token_env:
@@ -151,26 +146,6 @@ class HookServer:
         if not token or not header:
             return False  # a server told to check a token it does not have refuses everyone
         return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
-
-    def serve_forever(self) -> None:
-        self._server.serve_forever()
-
-    def start(self) -> HookServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="hook-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> HookServer:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
 
 
 def _handler(server: HookServer) -> type[BaseHTTPRequestHandler]:
