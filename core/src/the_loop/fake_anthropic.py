@@ -77,9 +77,12 @@ def conversation_turns(requests: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
+    """The logged requests; a line still being written (no newline yet) is left for the next read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
 
 def _sse(kind: str, data: dict[str, Any]) -> bytes:

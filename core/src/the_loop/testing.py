@@ -30,6 +30,9 @@ import pytest
 
 from the_loop.plugins import PluginHost, set_host
 
+# The conformance scenarios assert in these modules: let pytest explain their failures as it does a test's.
+pytest.register_assert_rewrite("the_loop.conformance", "the_loop_claude.conformance")
+
 
 @dataclass
 class LoopEnv:

@@ -160,3 +160,16 @@ def test_claude_alone_is_a_valid_default_harness(loop_env: LoopEnv) -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("config OK:")
+
+
+def test_the_conformance_kit_reads_a_paste_claude_code_wrapped_as_the_text_that_was_pasted() -> None:
+    """Observed on a loaded machine: Claude Code hands a paste to the model between ``<pasted_content>`` tags."""
+    from the_loop.tmux import unframed
+    from the_loop_claude.conformance import unwrapped
+
+    multi = "A review from hubot:\n\n- first point\n\n```\ncode block\n```\nend of review"
+    seen = f'\n\n<pasted_content id="6f02">\n\n{multi}\n</pasted_content id="6f02">\n'
+    assert unframed(unwrapped(seen)) == multi
+    drafted = f'my half typed note\n\n<pasted_content id="a1">\n\nEvent: octocat commented.\n</pasted_content id="a1">'
+    assert unframed(unwrapped(drafted)) == "my half typed note\nEvent: octocat commented."
+    assert unwrapped("\nno wrapper here") == "\nno wrapper here"

@@ -8,6 +8,7 @@ API's log (:func:`the_loop.fake_anthropic.conversation_turns`); the conversation
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,16 @@ from the_loop.tmux import unframed
 # Shaped like a real key (Claude Code shows and records its last 20 characters); the fake API accepts any.
 TEST_API_KEY = "sk-ant-api03-conformance-0123456789-abcdefghijklmnopqrstuvwxyz-AAAA"
 BYPASS_ARGS = ["--permission-mode", "bypassPermissions"]
+
+
+# How Claude Code sometimes hands a paste to the model (seen on a loaded machine, when the paste reaches it in more
+# than one read): on lines of its own, the pasted text whole between these tags.
+_PASTED = re.compile(r'\s*<pasted_content id="([^"]*)">\n(.*?)\n</pasted_content id="\1">\n?', re.DOTALL)
+
+
+def unwrapped(text: str) -> str:
+    """``text`` with Claude Code's ``<pasted_content>`` wrappers taken off what they wrap."""
+    return _PASTED.sub(lambda match: match[2], text)
 
 
 class ClaudeKit(HarnessKit):
@@ -63,7 +74,7 @@ class ClaudeKit(HarnessKit):
         return {"integrations": {"claude": {"completeOnboarding": False}}}
 
     def requests(self) -> list[list[str]]:
-        return [[unframed(text) for text in turn] for turn in self.api.turns()]
+        return [[unframed(unwrapped(text)) for text in turn] for turn in self.api.turns()]
 
     def busy(self, seconds: float) -> str:
         return f"Take your time with this one [slow {seconds:g}]"
