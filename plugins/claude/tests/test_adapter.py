@@ -170,6 +170,6 @@ def test_the_conformance_kit_reads_a_paste_claude_code_wrapped_as_the_text_that_
     multi = "A review from hubot:\n\n- first point\n\n```\ncode block\n```\nend of review"
     seen = f'\n\n<pasted_content id="6f02">\n\n{multi}\n</pasted_content id="6f02">\n'
     assert unframed(unwrapped(seen)) == multi
-    drafted = f'my half typed note\n\n<pasted_content id="a1">\n\nEvent: octocat commented.\n</pasted_content id="a1">'
+    drafted = 'my half typed note\n\n<pasted_content id="a1">\n\nEvent: octocat commented.\n</pasted_content id="a1">'
     assert unframed(unwrapped(drafted)) == "my half typed note\nEvent: octocat commented."
     assert unwrapped("\nno wrapper here") == "\nno wrapper here"
