@@ -591,3 +591,19 @@ def test_pane_text_for_the_event_log_has_every_credential_masked_whole_or_by_its
     assert "0123456789abcdefghij" not in masked and "ghp_0123456789abcdefABCDEF" not in masked
     assert "sk-ant-other-key" not in masked and "GitHub: [redacted] and [redacted]" in masked
     assert redact("nothing secret here") == "nothing secret here"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["\x1b[20\x1b[201~1~", "\x1b[2\x1b[20\x1b[201~1~01~", "\x1b[20\x1b[200~0~", "a\x1b[201~\x1b[201~b"],
+)
+def test_a_paste_marker_rebuilt_from_its_pieces_never_ends_the_paste(
+    tmux_runner: TmuxRunner, fake_harness: FakeHarness, tmp_path: Path, hostile: str
+) -> None:
+    """Issue 16 (12): the marker filter runs to a fixed point, so no marker is left once another is removed."""
+    target = start(tmux_runner, fake_harness, "loop-x-15", tmp_path)
+    tmux_runner.deliver(target, f"before {hostile} after")
+    [submitted] = fake_harness.wait_for_submitted(1)
+    assert submitted.startswith("before ") and submitted.endswith(" after")
+    assert "\x1b[201~" not in submitted and "\x1b[200~" not in submitted
+    assert len(fake_harness.records("paste")) == 1  # one paste: nothing broke out of it to be typed

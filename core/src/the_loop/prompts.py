@@ -33,6 +33,14 @@ def clean(text: str) -> str:
     return _CONTROL.sub("", text.replace("\r\n", "\n"))
 
 
+def remove_all(pattern: re.Pattern[str], text: str) -> str:
+    """``text`` with ``pattern`` removed to a fixed point: removing one match can join the pieces of another
+    (``[20[201~1~`` holds ``[201~`` once the inner one is gone)."""
+    while (stripped := pattern.sub("", text)) != text:
+        text = stripped
+    return text
+
+
 def cap(text: str, limit: int) -> str:
     encoded = text.encode("utf-8")
     if len(encoded) <= limit:
@@ -134,7 +142,7 @@ def render_event_prompt(
         "repository": repository or "-",
         "delivery_id": delivery_id or "-",
     }
-    values = {key: _PASTE_MARKERS.sub("", clean(value)).replace("\n", " ") for key, value in values.items()}
+    values = {key: remove_all(_PASTE_MARKERS, clean(value)).replace("\n", " ") for key, value in values.items()}
     directive = interaction_directive(interaction_mode, values["work_item"])
     if "$interaction_directive" not in template and "${interaction_directive}" not in template:
         template = f"{template.rstrip()}\n\n$interaction_directive\n"

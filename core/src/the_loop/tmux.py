@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from the_loop.prompts import remove_all
 from the_loop.refs import normalize_tmux_target
 from the_loop.state import warn_once
 
@@ -353,7 +354,7 @@ class TmuxRunner:
         :class:`DeliveryError`.
         """
         target = tmux_target(target)
-        body = _PASTE_MARKERS.sub("", text)  # the text must not end the bracketed paste itself
+        body = remove_all(_PASTE_MARKERS, text)  # the text must never end the bracketed paste itself
         if not body:
             raise ValueError("nothing to deliver")
         data = (DRAFT_SEPARATOR + body).encode()
