@@ -211,6 +211,31 @@ def test_a5_a6_a_comment_arrives_once_as_json_even_when_redelivered_and_after_a_
     assert [e["dedupe_key"] for e in duplicates] == [f"github:comment:{payload['comment']['node_id']}"] * 2
 
 
+@pytest.mark.parametrize("node_id", [None, "not a node id!"])
+def test_issue_16_a_comment_replayed_without_its_node_id_is_pasted_once(
+    loop: Callable[..., Loop], node_id: str | None
+) -> None:
+    """Issue 16 (6): a signed comment whose node id is missing or invalid, replayed under new delivery ids, is one
+    comment: its numeric id is its key."""
+    machine = loop()
+    harness = start_work(machine)
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issue_comment.created"), number=15, body="only once, please", login="octocat"
+    )
+    payload = gh_payloads.new_comment(payload, 7777)
+    payload["issue"].pop("pull_request", None)
+    if node_id is None:
+        payload["comment"].pop("node_id")
+    else:
+        payload["comment"]["node_id"] = node_id
+    for _ in range(3):
+        assert machine.receiver.post("issue_comment", payload).status_code == 202  # a new delivery id each time
+    machine.settled()
+    assert sum("only once, please" in text for text in harness.submitted()) == 1
+    duplicates = [e for e in machine.events("routing.dropped") if e["reason"] == "duplicate-delivery"]
+    assert [e["dedupe_key"] for e in duplicates] == ["github:comment:id:7777"] * 2
+
+
 def test_a7_strangers_and_marked_comments_never_reach_the_session(loop: Callable[..., Loop]) -> None:
     machine = loop()
     harness = start_work(machine)

@@ -363,9 +363,16 @@ def test_x1_bad_coordinates_yield_no_work_item(full_name: str, html_url: str) ->
     assert "repository" not in event.ack
 
 
-def test_a_comment_without_a_node_id_falls_back_to_the_delivery_id() -> None:
+@pytest.mark.parametrize("node_id", ["not a node id!", None, "", 42])
+def test_a_comment_without_a_valid_node_id_is_keyed_by_its_numeric_id(node_id: object) -> None:
+    """Issue 16 (6): never by the delivery id, which a replay changes."""
     payload = g.adapt(g.load("issue_comment.created"), number=15)
-    payload["comment"]["node_id"] = "not a node id!"
+    payload["comment"]["node_id"] = node_id
+    comment_id = payload["comment"]["id"]
+    assert norm("issue_comment", payload).dedupe_key == f"github:comment:id:{comment_id}"
+    payload["comment"].pop("node_id")
+    assert norm("issue_comment", payload).dedupe_key == f"github:comment:id:{comment_id}"
+    payload["comment"]["id"] = "12"  # no usable id at all: the delivery is its own key
     assert norm("issue_comment", payload).dedupe_key == "delivery-1"
 
 

@@ -255,8 +255,13 @@ def _kind(event: str, action: str) -> str:
 
 
 def _object_key(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """The object's own dedupe key: its node id, or, when that is missing or malformed, its numeric id (a replay
+    stripped of its node id must still be a duplicate; the ``id:`` prefix keeps the two spaces apart)."""
     node_id = _str(obj.get("node_id"))
-    return f"{SCHEME}:{kind}:{node_id}" if node_id and NODE_ID.match(node_id) else None
+    if node_id and NODE_ID.match(node_id):
+        return f"{SCHEME}:{kind}:{node_id}"
+    number = _positive(obj.get("id"))
+    return f"{SCHEME}:{kind}:id:{number}" if number else None
 
 
 def normalize(
