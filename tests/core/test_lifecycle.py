@@ -387,6 +387,20 @@ def test_l1_a_bad_declaration_is_one_line_naming_the_entry(tmp_path: Path, hooks
     assert text.startswith(f"{tmp_path / 'cfg' / 'cli-config.yaml'}: hooks")
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://alice:s3cret-pass@127.0.0.1:9/", "https://s3cret-pass@example.com/x", "ftp://alice:s3cret-pass@h/x"],
+    ids=["user-and-password", "token-as-user", "bad-scheme-too"],
+)
+def test_issue_16_a_hook_url_carrying_credentials_is_refused_without_echoing_them(tmp_path: Path, url: str) -> None:
+    """Issue 16 (8): the token has its own key (tokenEnv); a URL's user:password is refused and never printed."""
+    with pytest.raises(ConfigError) as raised:
+        load(tmp_path, f"hooks: [{{name: h, url: '{url}'}}]\n")
+    text = str(raised.value)
+    assert "hooks[0] (h): url must not carry credentials" in text
+    assert "s3cret-pass" not in text and "alice" not in text
+
+
 def test_e18_a_token_never_travels_in_cleartext_off_loopback(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"hooks\[0\] \(h\): a token is never sent over plain http"):
         load(tmp_path, "hooks: [{name: h, url: 'http://example.com/', tokenEnv: TOK}]\n")

@@ -134,6 +134,8 @@ def _check_local(item: dict[str, Any]) -> None:
 
 def _check_remote(item: dict[str, Any]) -> None:
     url = urlsplit(item["url"])
+    if "@" in url.netloc:  # never echoed: the credential would land in the terminal and the logs
+        raise ValueError("url must not carry credentials (user:password@…): name the token's variable in tokenEnv")
     if url.scheme not in ("http", "https") or not url.hostname:
         raise ValueError(f"url {item['url']!r} must be http(s)://host/…")
     token_env = item.get("tokenEnv")
