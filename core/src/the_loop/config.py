@@ -106,6 +106,7 @@ class LoadedConfig:
     sections: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     unknown_keys: list[str] = field(default_factory=list)  # key paths no core or plugin section claims
+    env_file_names: list[str] = field(default_factory=list)  # every name env.file defines
 
     def section(self, path: str) -> Any:
         """A plugin's validated section model (defaults when the key is absent)."""
@@ -206,9 +207,10 @@ def unknown_keys(raw: Any, model: type[BaseModel] | None, prefix: str, claimed: 
     return found
 
 
-def load_env_file(path: Path) -> list[str]:
+def load_env_file(path: Path) -> tuple[list[str], list[str]]:
     """Load ``NAME=value`` lines into the environment without overriding what is set. Refuses a file that
-    others can read; reports bad lines by number, never by content. Returns warnings."""
+    others can read; reports bad lines by number, never by content. Returns the warnings and every name the file
+    defines (whether or not it was already set: sessions never inherit them, see :func:`session_withheld_env`)."""
     from dotenv.parser import parse_stream
 
     try:
@@ -220,13 +222,17 @@ def load_env_file(path: Path) -> list[str]:
             f"env.file: {path} is readable by others (mode {stat.S_IMODE(mode):04o}); run chmod 600 {path}"
         )
     warnings = []
+    names = []
     with path.open(encoding="utf-8") as stream:
         for binding in parse_stream(stream):
             if binding.error:
                 warnings.append(f"env.file: {path}: line {binding.original.line} is not NAME=value; skipped")
-            elif binding.key and binding.key not in os.environ:
-                os.environ[binding.key] = binding.value or ""
-    return warnings
+                continue
+            if binding.key:
+                names.append(binding.key)
+                if binding.key not in os.environ:
+                    os.environ[binding.key] = binding.value or ""
+    return warnings, names
 
 
 def load_config(
@@ -298,13 +304,15 @@ def load_config(
         env_path = Path(core.env.file).expanduser()
         if not env_path.is_absolute():
             env_path = ref.path.parent / env_path
-        warnings.extend(load_env_file(env_path))
+        file_warnings, loaded.env_file_names = load_env_file(env_path)
+        warnings.extend(file_warnings)
     return loaded
 
 
 def secret_env_names(config: LoadedConfig) -> list[str]:
-    """Every environment variable the config names as holding a secret (never a value)."""
-    names = [config.core.webhooks.gh_webhook.secret_env]
+    """Every environment variable the config names as holding a secret (never a value): the webhook secret, the
+    plugins' declared secret keys and the remote lifecycle hooks' bearer tokens."""
+    names = [config.core.webhooks.gh_webhook.secret_env, *(hook.token_env for hook in config.core.hooks)]
     for path, fields in config.secrets.items():
         section = config.sections.get(path)
         for dotted in fields:
@@ -313,6 +321,14 @@ def secret_env_names(config: LoadedConfig) -> list[str]:
                 value = getattr(value, _snake(part), None)
             names.extend([value] if isinstance(value, str) else list(value or []))
     return [name for name in dict.fromkeys(names) if name]
+
+
+def session_withheld_env(config: LoadedConfig) -> list[str]:
+    """What agent sessions never inherit: every secret the config names and every variable ``env.file`` defines,
+    less what ``env.sessionPassthrough`` lists (the built-in credential names are withheld regardless)."""
+    passthrough = set(config.core.env.session_passthrough)
+    names = dict.fromkeys([*secret_env_names(config), *config.env_file_names])
+    return [name for name in names if name not in passthrough]
 
 
 def _snake(name: str) -> str:

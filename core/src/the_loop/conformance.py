@@ -381,8 +381,10 @@ def write_config(kit: HarnessKit, tmp: Path, socket: str, work: Path, extra: dic
         for key, value in part.items():
             if key == "routing":
                 routing = _merge(routing, value)
+            elif isinstance(value, dict) and isinstance(document.get(key), dict):
+                document[key] = _merge(document[key], value)
             else:
-                document[key] = _merge(document.get(key, {}), value)
+                document[key] = value
     document["routing"] = routing
     path = tmp / "cfg" / ".the-loop" / "cli-config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

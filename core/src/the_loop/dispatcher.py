@@ -65,14 +65,14 @@ class Outcome:
 
 def runner_for(config: LoadedConfig) -> TmuxRunner:
     """The tmux runner the config asks for, stripping every credential name the config declares."""
-    from the_loop.config import secret_env_names
+    from the_loop.config import session_withheld_env
     from the_loop.tmux import CREDENTIAL_ENV_NAMES
 
     tmux = config.core.routing.tmux
     return TmuxRunner(
         socket=tmux.socket_name or None,
         timeout=tmux.command_timeout_seconds,
-        strip_env=tuple(dict.fromkeys([*CREDENTIAL_ENV_NAMES, *secret_env_names(config)])),
+        strip_env=tuple(dict.fromkeys([*CREDENTIAL_ENV_NAMES, *session_withheld_env(config)])),
     )
 
 
@@ -401,11 +401,14 @@ class Dispatcher:
         self, target: str, cwd: object, argv: list[str], event: WorkEvent, adapter: HarnessAdapter
     ) -> SpawnResult:
         """``runner.spawn`` with the session's environment and ``routing.tmux.remainOnExit``."""
+        from the_loop.config import session_withheld_env
+
         return self.runner.spawn(
             target,
             str(cwd),
             argv,
             env=self._session_env(event.work_item, adapter),
+            strip_env=session_withheld_env(self.config),  # whatever runner this is: the config's secrets stay out
             remain_on_exit=self.routing.tmux.remain_on_exit,
         )
 
