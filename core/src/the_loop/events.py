@@ -73,6 +73,10 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("session.spawn_failed", "a session could not be started (harness, binary, occupied name, tmux)"),
     _t("session.respawned", "a crashed or missing session was started again (resumed says if the conversation was)"),
     _t("session.respawn_averted", "a respawn found the session live and delivered into it instead"),
+    _t(
+        "session.record_recovered",
+        "a corrupt session record was moved aside and the live tmux session under the item's name registered again",
+    ),
     _t("session.resume_failed", "a respawn could not resume the conversation and started a fresh one"),
     _t("session.registered", "sessions register recorded a session by hand"),
     _t("session.paused", "a session was paused: events are suppressed, tmux untouched"),
