@@ -560,3 +560,54 @@ def test_a_write_parses_only_the_records_that_changed(
     assert parsed == ["github-octo-repo-7.json"]
     assert len(index_of(layout)) == 200
     assert next(e for e in index_of(layout) if e["ref"] == "github:octo/repo#7")["sections"] == ["control", "poll"]
+
+
+# ------------------------------------------------------------------------------- not a regular file (issue 16)
+
+
+def _in_time(call: Any, seconds: float = 10.0) -> Any:
+    """``call()`` in a thread; fails the test when it does not return within ``seconds`` (a blocked read)."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result(timeout=seconds)
+
+
+@pytest.mark.parametrize("kind", ["symlink-outside", "symlink-dev-zero", "fifo"])
+def test_issue_16_a_record_path_that_is_no_regular_file_is_refused_reported_and_never_followed(
+    store: WorkItemStore, layout: StateLayout, event_log: Path, tmp_path: Path, kind: str
+) -> None:
+    """Issue 16 (11): a link is never followed (outside content is never merged), /dev/zero never exhausts memory,
+    a FIFO never blocks; the thing is moved aside on the next write, which makes a regular file in its place."""
+    store.update_section(REF, "poll", {"seenComments": ["1"]})
+    path = layout.portable_dir / f"{SLUG}.json"
+    path.unlink()
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"ref": REF, "control": {"command": "start"}, "secret": "outside content"}))
+    if kind == "symlink-outside":
+        path.symlink_to(outside)
+    elif kind == "symlink-dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(path)
+
+    assert _in_time(lambda: store.read(REF)) is None
+    _in_time(lambda: store.update_section(REF, "poll", {"seenComments": ["2"]}))
+
+    assert path.is_file() and not path.is_symlink()
+    written = json.loads(path.read_text())
+    assert written["poll"] == {"seenComments": ["2"]} and "secret" not in written and "control" not in written
+    assert json.loads(outside.read_text())["secret"] == "outside content"  # the link's target is untouched
+    [moved] = list(layout.portable_dir.glob(f"{SLUG}.json.corrupt-*"))
+    assert moved.is_symlink() or stat.S_ISFIFO(moved.lstat().st_mode)  # the thing itself, moved aside
+    assert logged(event_log, "state.quarantined")
+
+
+def test_issue_16_a_huge_record_is_refused_without_reading_it_whole(store: WorkItemStore, layout: StateLayout) -> None:
+    from the_loop.state import MAX_STATE_FILE_BYTES
+
+    store.update_section(REF, "poll", {"seenComments": ["1"]})
+    path = layout.portable_dir / f"{SLUG}.json"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_STATE_FILE_BYTES + 1)  # sparse: costs no disk
+    assert store.read(REF) is None

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
-from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked, move_aside
+from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked, move_aside, read_regular
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -488,12 +488,11 @@ class Inbox:
     def _load(self, name: str) -> InboxEntry | None:
         """The entry in ``name``; None when it is gone, or did not parse and was moved aside."""
         path = self.dir / name
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+        raw = read_regular(path)  # a link, FIFO or device there is refused like a file that does not parse
+        if raw is None:
             return None
         try:
-            record = json.loads(raw)
+            record = json.loads(raw) if isinstance(raw, bytes) else None
         except (ValueError, UnicodeDecodeError):
             record = None
         problem = _invalid(record, name)

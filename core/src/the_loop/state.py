@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -338,19 +339,52 @@ def atomic_write_json(path: Path, data: Any, *, mode: int = 0o600) -> None:
 
 
 class Corrupt:
-    """Sentinel: the file exists but is not a JSON object."""
+    """Sentinel: the file exists but is not a JSON object (or not a regular file, or too large to be one of ours)."""
+
+
+# No state file of ours comes near this; a link to /dev/zero or a huge file must not exhaust memory.
+MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
+
+
+def read_regular(path: Path, limit: int = MAX_STATE_FILE_BYTES) -> bytes | type[Corrupt] | None:
+    """The bytes of the regular file at ``path``; None when absent; :class:`Corrupt` for anything else there.
+
+    The last component is never followed (a symlink is refused), the open never blocks (a FIFO is refused, not
+    waited on), and at most ``limit`` bytes are read (a larger file is refused). Raises :class:`StateError` when
+    the file exists and cannot be read.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):  # a symlink, a directory, a socket
+            return Corrupt
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return Corrupt
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # grew while being read
+                return Corrupt
+        return b"".join(chunks)
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def load_json(path: Path) -> dict[str, Any] | type[Corrupt] | None:
-    """The JSON object at ``path``; None when absent; :class:`Corrupt` when it does not parse as an object."""
-    try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except IsADirectoryError:
-        return Corrupt
-    except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    """The JSON object at ``path``; None when absent; :class:`Corrupt` when it does not parse as an object or is
+    not a regular file (see :func:`read_regular`)."""
+    data = read_regular(path)
+    if data is None or data is Corrupt:
+        return data  # type: ignore[return-value]
     try:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):

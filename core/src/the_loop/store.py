@@ -38,6 +38,7 @@ from the_loop.state import (
     locked,
     quarantine_if_corrupt,
     read_json,
+    read_regular,
     warn_once,
 )
 
@@ -197,8 +198,8 @@ class WorkItemStore:
         return {"ref": key, "url": url} if url else {"ref": key}
 
     def _write(self, path: Path, record: dict[str, Any]) -> bool:
-        with contextlib.suppress(OSError):
-            if path.read_bytes() == dump_json(record):
+        with contextlib.suppress(StateError):
+            if read_regular(path) == dump_json(record):
                 return False  # unchanged: leave the tracked file (and the git working tree) alone
         if not self._marker_ensured:
             self.layout.ensure_marker()
@@ -246,8 +247,8 @@ class WorkItemStore:
             index_key = None
         elif entries_changed or index_key is None or index_key != cached_index:
             data = dump_json({"workItems": entries})
-            with contextlib.suppress(OSError):
-                if path.read_bytes() == data:
+            with contextlib.suppress(StateError):
+                if read_regular(path) == data:
                     data = b""
             if data:
                 # The index is derived: a copy that does not parse holds nothing worth moving aside.
