@@ -279,3 +279,86 @@ def test_server_events_carry_no_secret(server: Server) -> None:
     text = (server.env.root / "logs" / "events.jsonl").read_text()
     assert "test-secret" not in text
     assert all(json.loads(line)["source"] == "gh-webhook" for line in text.splitlines())
+
+
+# ------------------------------------------------------------------------------- hostile clients (issue 16)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def post_echo(port: int) -> int | None:
+    request = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+    return status_of(raw_exchange(port, request))
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"),
+    [
+        (b"".join(b"X-H-%d: v\r\n" % i for i in range(150)), "too many request headers"),
+        (b"X-Big: " + b"a" * (70 * 1024) + b"\r\n", "request head too large"),
+    ],
+    ids=["150-headers", "70-KiB-header"],
+)
+def test_issue_16_an_oversized_request_head_gets_431_and_is_logged(server: Server, head: bytes, reason: str) -> None:
+    response = raw_exchange(server.port, b"POST /echo HTTP/1.1\r\nHost: x\r\n" + head + b"Content-Length: 0\r\n\r\n")
+    assert status_of(response) == 431
+    assert [r for r in server.rejected() if r["status"] == 431 and r["reason"] == reason]
+    assert post_echo(server.port) == 202  # and the server serves on
+
+
+def test_issue_16_endless_header_lines_are_cut_off_and_the_receivers_memory_stays_flat(server: Server) -> None:
+    """Item 1: three connections sending header lines without end; each is closed early with a 431."""
+    before = rss_kib(server.process.pid)
+    sent = []
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\n")
+            total = 0
+            try:
+                while total < 64 * 1024 * 1024:  # the server must cut it off long before
+                    sock.sendall(b"X-Flood-%d: %s\r\n" % (total, b"v" * 1000))
+                    total += 1010
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            sent.append(total)
+    assert max(sent) < 2 * 1024 * 1024, sent
+    assert rss_kib(server.process.pid) - before < 20 * 1024  # KiB: flat, not gigabytes
+    assert len([r for r in server.rejected() if r["status"] == 431]) == 3
+    assert post_echo(server.port) == 202
+
+
+def test_issue_16_silent_and_slow_head_connections_are_closed_and_never_starve_a_delivery(server: Server) -> None:
+    """Item 2: 70 connections from one peer that send nothing (and one that sends a header every second) hold
+    at most half the slots and are closed after the head timeout; a delivery from elsewhere is served at once."""
+    idle = []
+    for _ in range(70):
+        sock = socket.socket()
+        sock.bind(("127.0.0.2", 0))  # another address on loopback: another peer
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", server.port))
+        idle.append(sock)
+    slow = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    slow.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\n")
+    try:
+        started = time.monotonic()
+        assert post_echo(server.port) == 202  # not a 503: idle sockets from one peer never take every slot
+        assert time.monotonic() - started < 2
+        wait_for(
+            lambda: len([r for r in server.rejected() if r["reason"] == "too many connections from one peer"]) >= 38
+        )
+        for _ in range(3):
+            slow.sendall(b"X-Slow: 1\r\n")
+            time.sleep(1)
+        answers = [status_of(sock.recv(4096)) for sock in idle]
+        assert answers.count(503) == 38 and answers.count(408) == 32, answers
+        assert status_of(slow.recv(4096)) == 408
+        reasons = {r["reason"] for r in server.rejected()}
+        assert {"idle connection", "request head timeout", "too many connections from one peer"} <= reasons
+    finally:
+        for sock in [*idle, slow]:
+            sock.close()

@@ -3,14 +3,22 @@
 ``webhooks.ghWebhook.{host,port}`` say where it listens (decision 13; the key keeps the reference's name). The
 request path is kept short and bounded: the body is capped (``maxBodyBytes``, on ``Content-Length`` and again
 while streaming), its read is timed out (``requestTimeoutSeconds`` → 408), concurrency is capped
-(``maxConcurrency`` → 503 from uvicorn), and an ingress's ``handle`` — synchronous, writing to the durable inbox
-before it answers — runs on a worker thread. Connections are HTTP/1.1 keep-alive. Malformed requests get a 4xx,
-never a 5xx. uvicorn and Starlette are imported here only, so the CLI never pays for them.
+(``maxConcurrency`` → 503), and an ingress's ``handle`` — synchronous, writing to the durable inbox before it
+answers — runs on a worker thread. Connections are HTTP/1.1 keep-alive. Malformed requests get a 4xx, never a
+5xx. uvicorn and Starlette are imported here only, so the CLI never pays for them.
+
+Before a request reaches the app, :class:`GuardedProtocol` bounds what a client can hold (uvicorn's own parser
+bounds none of it): a request's head (request line and headers) may be at most :data:`MAX_HEAD_BYTES` and
+:data:`MAX_HEADERS` headers (→ 431), and must arrive within :data:`HEAD_TIMEOUT_SECONDS` of its first byte or of
+the connection opening (→ 408); one peer address may hold at most half of ``maxConcurrency`` connections (→ 503,
+so silent sockets from one place never starve everyone else's deliveries). Every refusal is a ``server.rejected``
+line naming its reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -32,6 +40,9 @@ if TYPE_CHECKING:
 BODY_METHODS = ("POST", "PUT", "PATCH")
 GRACEFUL_SHUTDOWN_SECONDS = 10
 KEEP_ALIVE_SECONDS = 5
+MAX_HEADERS = 100
+MAX_HEAD_BYTES = 64 * 1024
+HEAD_TIMEOUT_SECONDS = 5.0
 
 
 class BodyTooLarge(Exception):
@@ -204,6 +215,119 @@ def _run_loop(main: Any) -> None:
         uvloop.run(main)
 
 
+def _refusal(status: int, reason: str) -> bytes:
+    body = json.dumps({"status": reason}).encode()
+    head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+    return (head + "connection: close\r\n\r\n").encode() + body
+
+
+def guarded_protocol(max_per_peer: int) -> type[Any]:
+    """uvicorn's httptools protocol with the head limits, the head timeout and the per-peer cap (see above)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    peers: dict[str, int] = {}
+
+    class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
+        _peer = ""
+        _counted = False
+        _refused = False
+        _in_head = True  # bytes arriving now belong to a request head
+        _head_bytes = 0
+        _head_count = 0
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._peer = self.client[0] if self.client else ""
+            if peers.get(self._peer, 0) >= max_per_peer:
+                return self._refuse(503, "too many connections from one peer")
+            peers[self._peer] = peers.get(self._peer, 0) + 1
+            self._counted = True
+            self._start_head_timer()  # a connection that never sends a byte is closed too
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_head_timer()
+            if self._counted:
+                self._counted = False
+                left = peers.get(self._peer, 1) - 1
+                if left > 0:
+                    peers[self._peer] = left
+                else:
+                    peers.pop(self._peer, None)
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            if self._in_head:
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    return self._refuse(431, "request head too large")
+                if self._head_timer is None:
+                    self._start_head_timer()
+            super().data_received(data)
+
+        # The parser goes on through the chunk it was fed after a refusal: every callback then does nothing.
+        def on_header(self, name: bytes, value: bytes) -> None:
+            if self._refused:
+                return
+            self._head_count += 1
+            if self._head_count > MAX_HEADERS:
+                return self._refuse(431, "too many request headers")
+            super().on_header(name, value)
+
+        def on_url(self, url: bytes) -> None:
+            if not self._refused:
+                super().on_url(url)
+
+        def on_body(self, body: bytes) -> None:
+            if not self._refused:
+                super().on_body(body)
+
+        def on_headers_complete(self) -> None:
+            if self._refused:
+                return
+            self._stop_head_timer()
+            self._in_head, self._head_bytes, self._head_count = False, 0, 0
+            if self.limit_concurrency is not None and (
+                len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency
+            ):
+                events.emit("server.rejected", level="warning", status=503, reason="concurrency limit")
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            if self._refused:
+                return
+            super().on_message_complete()
+            self._in_head = True  # the next bytes on this connection start the next request's head
+
+        def _start_head_timer(self) -> None:
+            loop = asyncio.get_running_loop()
+            self._head_timer = loop.call_later(HEAD_TIMEOUT_SECONDS, self._head_timed_out)
+
+        def _stop_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self._in_head and not self._refused and self._head_bytes:
+                self._refuse(408, "request head timeout")
+            elif self._in_head and not self._refused:
+                self._refuse(408, "idle connection")
+
+        def _refuse(self, status: int, reason: str) -> None:
+            self._refused = True
+            self._stop_head_timer()
+            events.emit("server.rejected", level="warning", status=status, reason=reason, peer=self._peer or None)
+            if not self.transport.is_closing():
+                self.transport.write(_refusal(status, reason))
+                self.transport.close()
+
+    return GuardedProtocol
+
+
 def run_service(ctx: ServiceContext) -> None:
     """The ``gh-webhook`` service's target: core's HTTP server with every installed webhook ingress."""
     from the_loop.plugins import get_host
@@ -215,7 +339,7 @@ def run_service(ctx: ServiceContext) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            http="auto",  # httptools (a C parser) when installed, else h11
+            http=guarded_protocol(max(1, hook.max_concurrency // 2)),
             lifespan="off",
             log_config=None,
             log_level="warning",
