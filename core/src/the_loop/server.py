@@ -232,8 +232,9 @@ def guarded_protocol(max_per_peer: int) -> type[Any]:
         _counted = False
         _refused = False
         _in_head = True  # bytes arriving now belong to a request head
-        _head_bytes = 0
+        _head_bytes = 0  # raw bytes received while the head is open (a head that never ends)
         _head_count = 0
+        _head_size = 0  # the parsed head: request target and headers
         _head_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -261,24 +262,33 @@ def guarded_protocol(max_per_peer: int) -> type[Any]:
                 return
             if self._in_head:
                 self._head_bytes += len(data)
-                if self._head_bytes > MAX_HEAD_BYTES:
-                    return self._refuse(431, "request head too large")
                 if self._head_timer is None:
                     self._start_head_timer()
             super().data_received(data)
+            # Judged after the parser saw the chunk: one that also ends the head (and carries body) resets the
+            # count, so only a head still open past the cap is refused.
+            if self._in_head and not self._refused and self._head_bytes > MAX_HEAD_BYTES:
+                self._refuse(431, "request head too large")
 
         # The parser goes on through the chunk it was fed after a refusal: every callback then does nothing.
         def on_header(self, name: bytes, value: bytes) -> None:
             if self._refused:
                 return
             self._head_count += 1
+            self._head_size += len(name) + len(value) + 4
             if self._head_count > MAX_HEADERS:
                 return self._refuse(431, "too many request headers")
+            if self._head_size > MAX_HEAD_BYTES:
+                return self._refuse(431, "request head too large")
             super().on_header(name, value)
 
         def on_url(self, url: bytes) -> None:
-            if not self._refused:
-                super().on_url(url)
+            if self._refused:
+                return
+            self._head_size += len(url)
+            if self._head_size > MAX_HEAD_BYTES:
+                return self._refuse(431, "request head too large")
+            super().on_url(url)
 
         def on_body(self, body: bytes) -> None:
             if not self._refused:
@@ -288,7 +298,7 @@ def guarded_protocol(max_per_peer: int) -> type[Any]:
             if self._refused:
                 return
             self._stop_head_timer()
-            self._in_head, self._head_bytes, self._head_count = False, 0, 0
+            self._in_head, self._head_bytes, self._head_count, self._head_size = False, 0, 0, 0
             if self.limit_concurrency is not None and (
                 len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency
             ):
