@@ -607,3 +607,16 @@ def test_a_paste_marker_rebuilt_from_its_pieces_never_ends_the_paste(
     assert submitted.startswith("before ") and submitted.endswith(" after")
     assert "\x1b[201~" not in submitted and "\x1b[200~" not in submitted
     assert len(fake_harness.records("paste")) == 1  # one paste: nothing broke out of it to be typed
+
+
+def test_probe_all_answers_what_probe_answers_for_every_session_in_one_call(
+    tmux_runner: TmuxRunner, fake_harness: FakeHarness, tmp_path: Path
+) -> None:
+    assert tmux_runner.probe_all() == {}  # no server yet: nothing runs
+    live = start(tmux_runner, fake_harness, "loop-x-1", tmp_path)
+    dead = tmux_runner.spawn("loop-x-2", tmp_path, fake_harness.another().argv(extra=["--exit-at-start", "3"])).target
+    wait_for(lambda: tmux_runner.probe(dead) == "dead")
+    states = tmux_runner.probe_all()
+    assert states is not None
+    for target in (live, dead, "loop-x-3"):
+        assert states.get(target, "absent") == tmux_runner.probe(target), target

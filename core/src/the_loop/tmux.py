@@ -471,6 +471,20 @@ class TmuxRunner:
         live = set(_live_pids(answer.stdout))
         return [pid for pid in pids if pid in live]
 
+    def probe_all(self) -> dict[str, ProbeState] | None:
+        """:meth:`probe` for every session on the server in one tmux call: name → ``live`` or ``dead`` (a name
+        not in the map is absent); None when tmux did not answer."""
+        answer = self._run(["list-panes", "-a", "-F", "#{session_name} #{pane_dead}"])
+        if answer is None:
+            return None
+        if answer.returncode != 0:
+            return {}  # no server: nothing runs
+        states: dict[str, ProbeState] = {}
+        for line in answer.stdout.decode(errors="replace").splitlines():
+            name, _, dead = line.rpartition(" ")
+            states[name] = "live" if dead != "1" or states.get(name) == "live" else "dead"
+        return states
+
     def list_sessions(self) -> list[str]:
         """Every session name on the server (none when no server runs); :class:`TmuxError` if tmux did not answer."""
         answer = self._run(["list-sessions", "-F", "#{session_name}"])

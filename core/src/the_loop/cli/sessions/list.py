@@ -9,7 +9,7 @@ import click
 from the_loop.cli._app import app, print_json
 
 if TYPE_CHECKING:
-    from the_loop.tmux import TmuxRunner
+    from the_loop.tmux import ProbeState
 
 COLUMNS = ("Work item", "Harness", "Model", "Session id", "Tmux", "Status", "Control", "Last event")
 
@@ -28,14 +28,14 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
 
     config = app(ctx).config(source="sessions")
     store = WorkItemStore(config.state, config=config)
-    runner = runner_for(config)
+    panes = runner_for(config).probe_all()  # one tmux call for every row
     rows = []
     for record in SessionRegistry(config.state).records():
         control = ((store.read(record.work_item) or {}).get("control") or {}).get("command", "")
         for ref, endpoint in record.sessions.items():
             if status and endpoint.status != status:
                 continue
-            pane = _pane(runner, endpoint.tmux_target) if endpoint.status == "active" else None
+            pane = _pane(panes, endpoint.tmux_target) if endpoint.status == "active" else None
             rows.append(
                 {
                     "workItem": record.work_item,
@@ -77,13 +77,8 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
         click.echo("(no registered sessions)", err=True)
 
 
-def _pane(runner: TmuxRunner, target: str) -> str:
-    """``live``, ``dead``, ``absent`` or ``unknown`` (tmux did not answer, or the name is not a loop name)."""
-    from the_loop.tmux import TargetError
-
-    if not target:
-        return "absent"
-    try:
-        return runner.probe(target)
-    except TargetError:
+def _pane(panes: dict[str, ProbeState] | None, target: str) -> str:
+    """``live``, ``dead``, ``absent`` or ``unknown`` (tmux did not answer)."""
+    if panes is None:
         return "unknown"
+    return panes.get(target, "absent") if target else "absent"
