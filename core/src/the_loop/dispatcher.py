@@ -362,7 +362,7 @@ class Dispatcher:
                 return NotStarted("the harness exited before it was ready for input", self._last_lines(target))
             if state == "live":
                 try:
-                    if check(self.runner.capture(target)):
+                    if check(lambda: self.runner.capture(target)):
                         return None
                 except TmuxError:
                     pass  # the pane went away between the probe and the capture: the next probe says so

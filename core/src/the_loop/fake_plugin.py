@@ -48,7 +48,7 @@ class FakeAdapter(HarnessAdapter):
 
     def ready_check(self, launch: Launch) -> ReadyCheck:
         """Ready once the fake has drawn its prompt (it does so right before it takes the boot prompt)."""
-        return lambda screen: PROMPT in screen
+        return lambda screen: PROMPT in screen()
 
     def conversation_exists(self, launch: Launch) -> bool:
         """With ``FAKE_HARNESS_STATE`` set the fake keeps one marker per conversation (as Claude Code keeps a

@@ -389,8 +389,9 @@ class Capabilities:
     can_resume: bool
 
 
-# Given the pane's visible text: has the harness taken its boot prompt and is it reading input?
-ReadyCheck = Callable[[str], bool]
+# Given a way to read the pane's visible text (a tmux call, made only when asked): has the harness taken its boot
+# prompt and is it reading input?
+ReadyCheck = Callable[[Callable[[], str]], bool]
 
 
 @dataclass(frozen=True)
@@ -438,11 +439,11 @@ class HarnessAdapter(abc.ABC):
         return True
 
     def ready_check(self, launch: Launch) -> ReadyCheck:
-        """Called just before the harness is started; returns a test of the pane's visible text that is true once
-        the harness has taken its boot prompt and reads input. Until then nothing is delivered and the spawn does
-        not count as started. The default is true once the pane shows any text; an adapter should say better
-        (Claude Code: its transcript has the new prompt)."""
-        return lambda screen: bool(screen.strip())
+        """Called just before the harness is started; returns a test, given ``screen()`` (the pane's visible text,
+        read only when called), that is true once the harness has taken its boot prompt and reads input. Until
+        then nothing is delivered and the spawn does not count as started. The default is true once the pane shows
+        any text; an adapter should say better (Claude Code: its transcript has the new prompt, no screen read)."""
+        return lambda screen: bool(screen().strip())
 
     def session_env(self) -> dict[str, str]:
         """Extra environment for the harness process (never a credential: names core strips are refused)."""

@@ -25,6 +25,8 @@ from the_loop.harness import HarnessError, harness_args, valid_session_id
 from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from the_loop.config import LoadedConfig
     from the_loop_claude.config import ClaudeSettings
 
@@ -82,7 +84,7 @@ class ClaudeAdapter(HarnessAdapter):
 
         offset = transcript.size(transcript.find(launch.session_id, launch.cwd))
 
-        def ready(screen: str) -> bool:
+        def ready(screen: Callable[[], str]) -> bool:  # the transcript says it: the pane is never read
             path = transcript.find(launch.session_id, launch.cwd)
             return path is not None and transcript.has_user_entry_after(path, offset)
 

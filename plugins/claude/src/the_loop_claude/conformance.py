@@ -70,7 +70,8 @@ class ClaudeKit(HarnessKit):
     dying_sign = "Dark mode"  # the first-run theme picker, waiting for a person
 
     def dying_config(self) -> dict[str, Any]:
-        # Without the onboarding pre-seed a fresh home gets the first-run screens, which exit at once offline.
+        # Without the onboarding pre-seed a fresh home gets the first-run screens: with the fake API reachable the
+        # connectivity check passes and Claude Code waits at the theme picker (without it, it exits at once).
         return {"integrations": {"claude": {"completeOnboarding": False}}}
 
     def requests(self) -> list[list[str]]:
