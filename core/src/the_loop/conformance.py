@@ -329,6 +329,9 @@ class HarnessStartFailure:
         ]  # for the operator
         assert rig.own() is None  # nothing recorded as active
         assert rig.kit.requests() == []
+        again = rig.dispatch("Start here.", spawn=True, delivery_id="start-1")  # released: a retry is tried again
+        assert again.status == "failed" and again.reason != "duplicate-delivery", again
+        assert len(rig.events("session.spawn_failed")) == 2
 
 
 def rig_for(
