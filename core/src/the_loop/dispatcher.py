@@ -27,7 +27,7 @@ from the_loop.interfaces import HarnessAdapter, Launch, ReadyCheck
 from the_loop.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.refs import parse_ref
 from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
-from the_loop.state import locked, quarantine_if_corrupt
+from the_loop.state import locked
 from the_loop.store import provider_url
 from the_loop.tmux import DeliveryError, SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner, redact
 
@@ -154,19 +154,19 @@ class Dispatcher:
         """The item's session record. A corrupt one is moved aside (never overwritten), and when a live tmux session
         holds the item's name it is registered again as the item's session (``session.record_recovered``), so
         the item's events keep reaching the agent instead of colliding with it."""
-        moved = quarantine_if_corrupt(self.registry.path(work_item))
+        record, moved = self.registry.load_or_quarantine(work_item)
         if moved is None:
-            return self.registry.load(work_item)
+            return record
         target = parse_ref(work_item).tmux_name
         if self.runner.probe(target) != "live":
             return None  # nothing to find: the item starts over as it would with no record
 
-        def adopt(record: SessionRecord) -> None:
-            record.sessions[work_item] = Endpoint(
+        def adopt(blank: SessionRecord) -> None:
+            blank.sessions[work_item] = Endpoint(
                 harness=self.routing.default_harness, status="active", created_at=now_iso(), tmux_target=target
             )
 
-        record = self.registry.update(work_item, adopt)
+        recovered = self.registry.update(work_item, adopt)
         events.emit(
             "session.record_recovered",
             level="warning",
@@ -174,7 +174,7 @@ class Dispatcher:
             tmux_target=target,
             moved_to=str(moved),
         )
-        return record
+        return recovered
 
     # --------------------------------------------------------------------------------------------- deliver
 

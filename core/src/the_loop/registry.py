@@ -17,10 +17,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from the_loop.refs import normalize_tmux_target, parse_ref, slug_for
-from the_loop.state import StateLayout, atomic_write_json, is_record_name, locked, read_json, warn_once
+from the_loop.state import (
+    Corrupt,
+    StateLayout,
+    atomic_write_json,
+    is_record_name,
+    load_json,
+    locked,
+    quarantine,
+    read_json,
+    warn_once,
+)
 
 RECENT_DELIVERIES_CAP = 50
 RECORD_VERSION = 2
@@ -165,6 +176,14 @@ class SessionRegistry:
     def load(self, work_item: str) -> SessionRecord | None:
         data = read_json(self.path(work_item))
         return None if data is None else SessionRecord.from_dict(data)
+
+    def load_or_quarantine(self, work_item: str) -> tuple[SessionRecord | None, Path | None]:
+        """One read: the record, or, when the file is corrupt, None and where it was moved aside (reported)."""
+        path = self.path(work_item)
+        data = load_json(path)
+        if data is Corrupt:
+            return None, quarantine(path)
+        return (None if data is None else SessionRecord.from_dict(data)), None  # type: ignore[arg-type]
 
     def update(self, work_item: str, change: Callable[[SessionRecord], None]) -> SessionRecord:
         """Read-modify-write under the item's lock; ``change`` edits the record (created when absent)."""

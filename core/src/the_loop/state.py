@@ -417,6 +417,11 @@ def quarantine_if_corrupt(path: Path) -> Path | None:
     """Move a corrupt file aside as ``<name>.corrupt-<timestamp>`` so a write never silently destroys it."""
     if load_json(path) is not Corrupt:
         return None
+    return quarantine(path)
+
+
+def quarantine(path: Path) -> Path:
+    """Move a file already found corrupt aside (see :func:`quarantine_if_corrupt`), report it, return where to."""
     try:
         target = move_aside(path)
     except OSError as exc:
