@@ -362,3 +362,22 @@ def test_issue_16_silent_and_slow_head_connections_are_closed_and_never_starve_a
     finally:
         for sock in [*idle, slow]:
             sock.close()
+
+
+def test_issue_16_a_request_over_the_concurrency_limit_gets_503_and_the_refusal_is_logged(
+    start_server: Callable[..., Server],
+) -> None:
+    """uvicorn's own 503 for ``maxConcurrency`` was silent; it is a ``server.rejected`` line now."""
+    server = start_server(maxConcurrency=2)
+    held = []
+    for address in ("127.0.0.2", "127.0.0.3"):  # two peers, one connection each (the per-peer cap is 1 here)
+        sock = socket.socket()
+        sock.bind((address, 0))
+        sock.connect(("127.0.0.1", server.port))
+        held.append(sock)
+    try:
+        wait_for(lambda: status_of(raw_exchange(server.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")) == 503)
+        assert [r for r in server.rejected() if r["status"] == 503 and r["reason"] == "concurrency limit"]
+    finally:
+        for sock in held:
+            sock.close()
