@@ -15,6 +15,7 @@ from the_loop.state import is_record_name
     [
         ("github:octo/repo#15", "github:octo/repo#15", "github-octo-repo-15", "loop-github-octo-repo-15"),
         ("github:github.com/octo/repo#15", "github:octo/repo#15", "github-octo-repo-15", "loop-github-octo-repo-15"),
+        ("github:OCTO/Repo#15", "github:octo/repo#15", "github-octo-repo-15", "loop-github-octo-repo-15"),
         (
             "github:GHE.corp.example/octo/repo#15",
             "github:ghe.corp.example/octo/repo#15",
@@ -62,7 +63,7 @@ def test_malformed_refs_are_refused_naming_the_shapes(text: str) -> None:
         parse_ref(text)
 
 
-_segment = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
+_segment = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,20}", fullmatch=True)
 _refs = st.builds(
     WorkItemRef,
     provider=st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True),
@@ -79,3 +80,10 @@ def test_round_trip_and_file_safe_slugs(ref: WorkItemRef) -> None:
     assert "/" not in ref.slug and ref.slug.endswith(f"-{ref.number}")
     assert is_record_name(f"{ref.slug}.json")
     assert ref.tmux_name.startswith("loop-")
+
+
+@given(_refs, st.randoms())
+def test_a_ref_has_one_spelling_whatever_the_case_it_is_written_in(ref: WorkItemRef, rng: object) -> None:
+    """Forges compare owner and repository names case-insensitively: OCTO/Demo#7 is octo/demo#7 (issue 16)."""
+    text = "".join(c.upper() if rng.random() < 0.5 else c for c in str(ref).split(":", 1)[1])  # type: ignore[attr-defined]
+    assert parse_ref(f"{ref.provider}:{text}") == ref

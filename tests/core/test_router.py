@@ -10,14 +10,18 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from the_loop import events, fake_plugin
 from the_loop.config import load_config
 from the_loop.dispatcher import Dispatcher
 from the_loop.fake_harness import FakeHarness
 from the_loop.models import Actor, InboundEvent
+from the_loop.refs import parse_ref
 from the_loop.registry import SessionRegistry
 from the_loop.router import Router
+from the_loop.slugs import slug_of
 from the_loop.tmux import TmuxRunner
 
 REF = "fake:octo/repo#15"
@@ -34,7 +38,7 @@ class World:
         self.configure()
         self._n = 0
 
-    def configure(self, **routing: Any) -> None:
+    def configure(self, repositories: tuple[str, ...] = ("octo/repo",), **routing: Any) -> None:
         from the_loop.plugins import get_host
 
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +51,7 @@ class World:
             "tmux": {"socketName": self.runner.socket, "resumeProbeSeconds": 0.3},
             **routing,
         }
-        self.config_path.write_text(yaml.safe_dump({"repositories": ["octo/repo"], "routing": settings}))
+        self.config_path.write_text(yaml.safe_dump({"repositories": list(repositories), "routing": settings}))
         self.config = load_config(self.config_path, get_host())
         events.configure(self.config.state.events_path, "test")
         self.router = Router(self.config, Dispatcher(self.config, runner=self.runner))
@@ -104,7 +108,7 @@ class World:
         return json.loads(self.tickets.read_text())["items"].get(ref, {}) if self.tickets.exists() else {}
 
     def control(self, ref: str = REF) -> dict[str, Any] | None:
-        path = self.config.state.portable_record(ref.replace(":", "-").replace("/", "-").replace("#", "-"))
+        path = self.config.state.portable_record(slug_of(self.config.state, ref))
         return json.loads(path.read_text()).get("control") if path.exists() else None
 
 
@@ -405,3 +409,86 @@ def test_c5_each_command_reports_its_effect_and_disarming_commands_always_record
 def test_c2_an_issue_or_pull_request_body_is_never_parsed_for_commands(world: World) -> None:
     assert world.handle("the-loop start", kind="opened").reason == "awaiting-start"
     assert world.log("control.command") == [] and world.control() is None and world.own() is None
+
+
+# ------------------------------------------------------------------------------ issue 16: look-alike repositories
+
+_owner = st.from_regex(r"[aAb][aAb-]{0,3}", fullmatch=True)  # GitHub logins: letters, digits and -
+_repo = st.from_regex(r"[aAb][aAb._-]{0,4}", fullmatch=True)  # repository names add . and _
+
+
+def _resplit(first: tuple[str, str]) -> tuple[str, str]:
+    """The same characters split at another ``-`` (``acme/web-app`` → ``acme-web/app``), else the same name."""
+    owner, repo = first
+    joined = f"{owner}-{repo}"
+    for cut in (i for i, c in enumerate(joined) if c == "-" and i != len(owner)):
+        head, tail = joined[:cut], joined[cut + 1 :]
+        if head and tail and not head.endswith("-") and not set(head) & {".", "_"} and tail[0] not in "-":
+            return head, tail
+    return first
+
+
+def _alias(first: tuple[str, str]) -> tuple[str, str]:
+    """A name tmux spells alike (``a.b`` and ``a_b``)."""
+    owner, repo = first
+    return owner, repo.replace(".", "_") if "." in repo else repo.replace("_", ".")
+
+
+def _recased(first: tuple[str, str]) -> tuple[str, str]:
+    return first[0].swapcase(), first[1].swapcase()
+
+
+_pairs = st.tuples(_owner, _repo).flatmap(
+    lambda first: st.tuples(
+        st.just(first),
+        st.one_of(  # mostly look-alikes: split otherwise, spelled alike by tmux, in another case, or all of these
+            st.tuples(_owner, _repo),
+            st.just(_resplit(first)),
+            st.just(_alias(first)),
+            st.just(_recased(first)),
+            st.just(_recased(_alias(_resplit(first)))),
+        ),
+    )
+)
+
+def _files(directory: Path) -> dict[str, str]:
+    """record file → the ref it names."""
+    found = {}
+    for path in sorted(directory.glob("*.json")) if directory.exists() else []:
+        data = json.loads(path.read_text())
+        if "ref" in data or "workItem" in data:
+            found[path.name] = data.get("ref") or data.get("workItem")
+    return found
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pair=_pairs)
+def test_issue_16_two_work_items_never_share_a_record_file_an_index_entry_or_a_tmux_name(
+    pair: tuple[tuple[str, str], tuple[str, str]], tmp_path_factory: Any, world: World
+) -> None:
+    """Through the real router and dispatcher on real tmux: whatever the two repositories are called, two work
+    items get two record files, two index entries and two tmux sessions, and one item spelled twice gets one."""
+    world.runner.kill_server()
+    here = World(tmp_path_factory.mktemp("example"), world.runner)
+    (here.tmp / "work").mkdir()
+    names = [f"{owner}/{repo}" for owner, repo in pair]
+    here.configure(repositories=tuple(names))
+    refs = [f"fake:{name}#1" for name in names]
+    outcomes = [here.handle("the-loop start", ref=ref, repository=name) for ref, name in zip(refs, names, strict=True)]
+    canonical = [str(parse_ref(ref)) for ref in refs]
+    state = here.config.state
+    local, portable = _files(state.local_dir), _files(state.portable_dir)
+    index = json.loads(state.index_path.read_text())["workItems"]
+    assert [o.reason for o in outcomes] == ["control-executed"] * 2, outcomes
+    spawned = [event["work_item"] for event in here.log("session.spawned")]
+    if canonical[0] == canonical[1]:  # one work item, however it was spelled
+        assert spawned == [canonical[0]]
+        assert list(local.values()) == list(portable.values()) == [canonical[0]] and len(index) == 1
+        assert len(here.runner.list_sessions()) == 1
+        return
+    assert spawned == canonical
+    assert sorted(local.values()) == sorted(portable.values()) == sorted(canonical)  # one file each, its own
+    assert len({entry["file"] for entry in index}) == 2 and sorted(e["ref"] for e in index) == sorted(canonical)
+    targets = [here.own(ref).tmux_target for ref in canonical]
+    assert len(set(targets)) == 2 and sorted(here.runner.list_sessions()) == sorted(targets)
+

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from the_loop import events
 from the_loop.refs import WorkItemRef, parse_ref
 from the_loop.registry import Endpoint, SessionRecord, SessionRegistry
+from the_loop.slugs import work_item_lock
 from the_loop.state import StateError, atomic_write_json, locked, read_json
 from the_loop.tmux import TargetError, TerminateResult, TmuxRunner, tmux_target
 
@@ -128,7 +129,7 @@ def _dispatch_lock(config: LoadedConfig, ref: WorkItemRef, hold: bool = True) ->
     if not hold:
         yield
         return
-    with locked(config.state.lock_for(f"{ref.slug}.dispatch")):
+    with locked(work_item_lock(config.state, ref, "dispatch")):
         yield
 
 

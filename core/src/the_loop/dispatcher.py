@@ -26,7 +26,8 @@ from the_loop.harness import HarnessError, adapter_for, harness_args, launch_arg
 from the_loop.interfaces import HarnessAdapter, Launch, ReadyCheck
 from the_loop.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.refs import parse_ref
-from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
+from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, canonical, now_iso
+from the_loop.slugs import SlugCollision, tmux_name_of, work_item_lock
 from the_loop.state import locked
 from the_loop.store import provider_url
 from the_loop.tmux import DeliveryError, SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner, redact
@@ -112,9 +113,8 @@ class Dispatcher:
         """Decide and act on one event, holding the work item's lock across processes."""
         if not self._claim(event.delivery_id):
             return self._drop(event, "duplicate-delivery")
-        slug = parse_ref(event.work_item).slug
         try:
-            with locked(self.config.state.lock_for(f"{slug}.dispatch")):
+            with locked(work_item_lock(self.config.state, event.work_item, "dispatch")):
                 outcome = self._dispatch_locked(event)
         except Exception as exc:  # a bug or an unexpected fault: never lose the event silently
             events.emit(
@@ -157,7 +157,7 @@ class Dispatcher:
         record, moved = self.registry.load_or_quarantine(work_item)
         if moved is None:
             return record
-        target = parse_ref(work_item).tmux_name
+        target = tmux_name_of(self.config.state, work_item)
         if self.runner.probe(target) != "live":
             return None  # nothing to find: the item starts over as it would with no record
 
@@ -219,7 +219,13 @@ class Dispatcher:
     def _respawn(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, text: str) -> Outcome:
         """The session is gone (or was never spawned): bring it back with ``text`` as its boot prompt, resuming
         the recorded conversation when it can, and never over a live occupant."""
-        target = endpoint.tmux_target or parse_ref(endpoint_ref).tmux_name
+        try:
+            target = endpoint.tmux_target or tmux_name_of(self.config.state, endpoint_ref)
+        except SlugCollision as exc:
+            return self._fail(event, str(exc), will_retry=False)
+        held = self._held_by_another(event, target)
+        if held:
+            return self._name_taken(event, target, held.remedy)
         if self.runner.probe(target) == "live":  # also for a record without a target: never replace a live pane
             return self._averted(event, endpoint_ref, endpoint, target, text)
         try:  # a record that names no harness (written before harnesses were named) gets the default one
@@ -337,6 +343,9 @@ class Dispatcher:
         """Prepare and start the harness in ``target``, then wait until it is ready for input. None when it is;
         :class:`NotStarted` when it did not start or never became ready; the :class:`SpawnResult` when the name
         is held by another occupant (nothing was started)."""
+        held = self._held_by_another(event, target)
+        if held:
+            return held
         args = harness_args(self.config, adapter.name)
         launch = Launch(prompt=prompt, session_id=session_id, cwd=Path(cwd), args=args)
         self._prepare(event, adapter, Path(cwd))
@@ -349,6 +358,18 @@ class Dispatcher:
         if not result.spawned:
             return result
         return self._await_ready(target, check)
+
+    def _held_by_another(self, event: WorkEvent, target: str) -> SpawnResult | None:
+        """The name ``target`` when another work item's record points a session at it: never cleared, reused or
+        delivered into for this one (tmux spells ``a.b`` and ``a_b`` alike, and old records may share a name)."""
+        others = [item for item in self.registry.holders(target) if item != canonical(event.work_item)]
+        if not others:
+            return None
+        remedy = (
+            f"tmux session {target} belongs to {others[0]} (its session record points there), so it was not "
+            f"touched for {event.work_item}; free the name with: the-loop sessions reset --work-item {others[0]}"
+        )
+        return SpawnResult(target, spawned=False, occupant=None, remedy=remedy)
 
     def _await_ready(self, target: str, check: ReadyCheck) -> NotStarted | None:
         """Poll the pane until the adapter's check says ready (None), the pane dies, or
@@ -387,6 +408,10 @@ class Dispatcher:
         """A respawn found the name held: deliver into a live occupant, or drop the event naming the remedy."""
         if result.occupant == "live":
             return self._averted(event, event.endpoint or event.work_item, Endpoint(adapter.name), target, text)
+        return self._name_taken(event, target, result.remedy)
+
+    def _name_taken(self, event: WorkEvent, target: str, remedy: str) -> Outcome:
+        """The event is dropped, its delivery id kept: a retry would meet the same occupant (seed 000)."""
         events.emit(
             "dispatch.dropped",
             level="error",
@@ -394,9 +419,9 @@ class Dispatcher:
             delivery_id=event.delivery_id,
             reason="session-occupied",
             tmux_target=target,
-            error=result.remedy,
+            error=remedy,
         )
-        return Outcome("dropped", reason="session-occupied", error=result.remedy, tmux_target=target)
+        return Outcome("dropped", reason="session-occupied", error=remedy, tmux_target=target)
 
     def _not_started(
         self, event: WorkEvent, adapter: HarnessAdapter, target: str, error: str, last_lines: list[str]
@@ -474,7 +499,10 @@ class Dispatcher:
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
         prompt = render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
         session_id = str(uuid.uuid4())
-        target = ref.tmux_name
+        try:
+            target = tmux_name_of(self.config.state, ref)
+        except SlugCollision as exc:
+            return self._fail(event, str(exc), will_retry=False, spawn_failed=adapter.name)
         spawn = lifecycle.run(
             lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, str(cwd), prompt), self.config
         )

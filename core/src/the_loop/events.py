@@ -37,6 +37,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("config.reloaded", "a running service loaded the edited config file (changed: the top-level keys that differ)"),
     _t("config.reload-failed", "an edited config file did not load; the service keeps the last good config"),
     _t("state.quarantined", "a state file that did not parse was moved aside before being replaced"),
+    _t("state.record_foreign", "a record file named another work item than the one it was read for: left untouched"),
     _t("state.index_failed", "portable/index.json could not be rebuilt; the records themselves were written"),
     _t("daemon.started", "a service took its lock and started"),
     _t("daemon.stopped", "a service released its lock and exited"),

@@ -94,6 +94,17 @@ class WorkItemFacts:
     id: str = ""
 
 
+def _slug(item: WorkItemRef, config: LoadedConfig | None) -> str:
+    from the_loop.slugs import SlugCollision, slug_of
+
+    if config is None:
+        return item.slug
+    try:
+        return slug_of(config.state, item)
+    except SlugCollision:
+        return item.slug
+
+
 def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig | None = None, *, kind: str = "") -> WorkItemFacts:
     """The ``work_item`` fact for ``ref``; ``url`` from its ticket provider when one is installed."""
     from the_loop.refs import DEFAULT_HOSTS, parse_ref
@@ -102,7 +113,7 @@ def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig | None = None, 
     item = parse_ref(ref) if isinstance(ref, str) else ref
     host = item.host or DEFAULT_HOSTS.get(item.provider, "")
     # Key-form refs (Jira) are known by their key; the others by the slug, which names their files too.
-    ident = f"{item.provider}-{item.owner}-{item.number}" if item.key_form else item.slug
+    ident = f"{item.provider}-{item.owner}-{item.number}" if item.key_form else _slug(item, config)
     return WorkItemFacts(
         ref=str(item),
         provider=item.provider,

@@ -1,8 +1,9 @@
 """Core's generic work-item ref grammar, the slug rule and the tmux name.
 
-A ref names one work item: ``<provider>:[<host>/]<owner>/<repo>#<n>`` (GitHub-like trackers) or
-``<provider>:<site>/<KEY>-<n>`` (Jira-like trackers). A ticketing provider adds its own validation, URLs and
-existence checks on top; nothing here knows any provider by name.
+A ref names one work item: ``<provider>:[<host>/]<owner>/<repo>#<n>`` (GitHub-like trackers; host, owner and repo
+are lower-cased, as forges compare them) or ``<provider>:<site>/<KEY>-<n>`` (Jira-like trackers). A ticketing
+provider adds its own validation, URLs and existence checks on top; nothing here knows any provider by name. The
+slug rule is not injective; which slug a work item owns is :mod:`the_loop.slugs`' business.
 
 Kept free of pydantic so the CLI's fast paths (``status``, ``events``) can use it without paying for it.
 """
@@ -79,7 +80,10 @@ def parse_ref(text: str) -> WorkItemRef:
         host = match["host"] or ""
         if host.lower() == DEFAULT_HOSTS.get(match["provider"]):
             host = ""
-        return WorkItemRef(match["provider"], host.lower(), match["owner"], match["repo"], int(match["number"]))
+        # Forges treat owner and repository names case-insensitively (GitHub's Octo/Repo is octo/repo): one work
+        # item has one spelling, whichever a webhook, the poller or a person typed.
+        owner, repo = match["owner"].lower(), match["repo"].lower()
+        return WorkItemRef(match["provider"], host.lower(), owner, repo, int(match["number"]))
     match = _KEY_FORM.match(text)
     if match:
         return WorkItemRef(match["provider"], match["host"].lower(), match["owner"], "", int(match["number"]))

@@ -9,7 +9,8 @@ Version 2 is a map of sessions keyed by the ref each serves (the work item's own
 
 Version-1 records (flat: the endpoint keys at the top level, an optional ``pullRequests`` list) are read as they are
 and written back as version 2 on their next save; nothing is migrated in bulk. A ``tmuxTarget`` read back is
-normalised the way tmux spells names. Every read-modify-write holds the item's ``<slug>.session`` lock.
+normalised the way tmux spells names, and a recorded ref as refs are spelled now (lower-cased owner and repo). Every
+read-modify-write holds the item's ``<alias key>.session`` lock (:mod:`the_loop.slugs`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from the_loop.refs import normalize_tmux_target, parse_ref, slug_for
+from the_loop.refs import RefError, normalize_tmux_target, parse_ref
+from the_loop.slugs import SlugCollision, check_owner, slug_of, work_item_lock
 from the_loop.state import (
     Corrupt,
     StateLayout,
@@ -110,6 +112,15 @@ class Endpoint:
         return data
 
 
+def canonical(ref: Any) -> str:
+    """A recorded ref as it is spelled now (owner and repo lower-cased); text that is no ref is kept as it is."""
+    text = str(ref or "")
+    try:
+        return str(parse_ref(text))
+    except RefError:
+        return text
+
+
 @dataclass
 class SessionRecord:
     """Everything this machine holds for one work item."""
@@ -127,11 +138,11 @@ class SessionRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionRecord:
         if data.get("version") == RECORD_VERSION and isinstance(data.get("sessions"), dict):
-            work_item = str(data.get("workItem") or "")
+            work_item = canonical(data.get("workItem"))
             sessions = {}
             for ref, entry in data["sessions"].items():
                 if isinstance(entry, dict):  # an unreadable PR entry degrades to "unrecorded"
-                    sessions[str(ref)] = Endpoint.from_dict(entry)
+                    sessions[canonical(ref)] = Endpoint.from_dict(entry)
             extra = {k: v for k, v in data.items() if k not in ("version", "workItem", "sessions", "channels")}
             channels = data.get("channels") if isinstance(data.get("channels"), dict) else {}
             return cls(work_item, sessions, channels, extra)
@@ -140,7 +151,7 @@ class SessionRecord:
     @classmethod
     def _from_v1(cls, data: dict[str, Any]) -> SessionRecord:
         identity = data.get("workItem")
-        work_item = str(identity.get("ref") if isinstance(identity, dict) else identity or "")
+        work_item = canonical(identity.get("ref") if isinstance(identity, dict) else identity)
         record = cls(work_item)
         if data.get("harness") or data.get("harnessSessionId") or data.get("tmuxTarget") is not None:
             record.sessions[work_item] = Endpoint.from_dict(data)
@@ -149,7 +160,7 @@ class SessionRecord:
                 pr_identity = pull.get("workItem")
                 pr_ref = pr_identity.get("ref") if isinstance(pr_identity, dict) else pull.get("ref")
                 if pr_ref:
-                    record.sessions[str(pr_ref)] = Endpoint.from_dict(pull)
+                    record.sessions[canonical(pr_ref)] = Endpoint.from_dict(pull)
         return record
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,41 +178,70 @@ class SessionRegistry:
     def __init__(self, layout: StateLayout) -> None:
         self.layout = layout
 
-    def path(self, work_item: str) -> Any:
-        return self.layout.local_record(slug_for(parse_ref(work_item)))
+    def path(self, work_item: str) -> Path:
+        """Where the item's record is (or will be): under the slug it owns (:mod:`the_loop.slugs`)."""
+        return self.layout.local_record(slug_of(self.layout, work_item))
 
     def _lock(self, work_item: str) -> Any:
-        return locked(self.layout.lock_for(f"{slug_for(parse_ref(work_item))}.session"))
+        return locked(work_item_lock(self.layout, work_item, "session"))
 
     def load(self, work_item: str) -> SessionRecord | None:
-        data = read_json(self.path(work_item))
-        return None if data is None else SessionRecord.from_dict(data)
+        return self.load_or_quarantine(work_item, move_corrupt=False)[0]
 
-    def load_or_quarantine(self, work_item: str) -> tuple[SessionRecord | None, Path | None]:
-        """One read: the record, or, when the file is corrupt, None and where it was moved aside (reported)."""
-        path = self.path(work_item)
-        data = load_json(path)
+    def load_or_quarantine(
+        self, work_item: str, *, move_corrupt: bool = True
+    ) -> tuple[SessionRecord | None, Path | None]:
+        """One read: the record, or, when the file is corrupt, None and where it was moved aside (reported). A
+        record naming another work item is reported and never returned (:func:`the_loop.slugs.check_owner`)."""
+        try:
+            path = self.path(work_item)
+            data = load_json(path)
+            check_owner(path, data, work_item)
+        except SlugCollision:
+            return None, None
         if data is Corrupt:
-            return None, quarantine(path)
+            if move_corrupt:
+                return None, quarantine(path)
+            warn_once(f"corrupt:{path}", f"skipping unreadable state file {path}: not a JSON object")
+            return None, None
         return (None if data is None else SessionRecord.from_dict(data)), None  # type: ignore[arg-type]
 
     def update(self, work_item: str, change: Callable[[SessionRecord], None]) -> SessionRecord:
-        """Read-modify-write under the item's lock; ``change`` edits the record (created when absent)."""
+        """Read-modify-write under the item's lock; ``change`` edits the record (created when absent). Raises
+        :class:`~the_loop.slugs.SlugCollision` when the item has no name of its own."""
+        work_item = canonical(work_item)
         with self._lock(work_item):
-            record = self.load(work_item) or SessionRecord(work_item)
+            path = self.path(work_item)  # chosen under the lock every alias of the name shares
+            data = load_json(path)
+            check_owner(path, data, work_item)
+            if data is Corrupt:
+                quarantine(path)  # moved aside and reported, never overwritten
+            record = SessionRecord.from_dict(data) if isinstance(data, dict) else SessionRecord(work_item)
             record.work_item = record.work_item or work_item
             change(record)
-            atomic_write_json(self.path(work_item), record.to_dict(), mode=0o600)
+            atomic_write_json(path, record.to_dict(), mode=0o600)
             return record
 
     def forget(self, work_item: str) -> bool:
         """Delete the record (reset and cleanup only). True when there was one."""
         with self._lock(work_item):
             try:
-                os.unlink(self.path(work_item))
-            except FileNotFoundError:
+                path = self.path(work_item)
+                check_owner(path, load_json(path), work_item)
+                os.unlink(path)
+            except (FileNotFoundError, SlugCollision):
                 return False
             return True
+
+    def holders(self, tmux_target: str) -> list[str]:
+        """The work items whose records point a session at ``tmux_target`` (a spawn checks the name is not
+        another's; one scan of the records, so only on the spawn path)."""
+        wanted = normalize_tmux_target(tmux_target)
+        return [
+            record.work_item
+            for record in self.records()
+            if any(endpoint.tmux_target == wanted for endpoint in record.sessions.values())
+        ]
 
     def records(self) -> Iterator[SessionRecord]:
         """Every readable record; unrelated files are ignored silently, unreadable ones with one warning."""

@@ -1,8 +1,9 @@
 """The portable work-item store: one record per work item at ``portable/<slug>.json``, and a derived index.
 
 A record is a set of independent sections (``control``, ``poll``, ``pullRequests`` …, see ``ATTRIBUTES``). Each
-writer replaces one section in a read-modify-write under an ``flock`` on ``local/locks/<slug>.lock`` and keeps
-every other key exactly as it found it, unknown ones included. Identity comes first in the file: ``ref``, then
+writer replaces one section in a read-modify-write under an ``flock`` on ``local/locks/<alias key>.lock`` (shared
+by every slug tmux would spell alike, :mod:`the_loop.slugs`) and keeps every other key exactly as it found it,
+unknown ones included. Identity comes first in the file: ``ref``, then
 ``url`` when the ref's ticket provider can derive one.
 
 Setting a section to ``None`` removes the key. The pre-issue-128 legacy tree is not read, so there is nothing a
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from the_loop.refs import WorkItemRef, parse_ref
+from the_loop.slugs import SlugCollision, check_owner, slug_of, work_item_lock
 from the_loop.state import (
     ATTRIBUTE_KINDS,
     ATTRIBUTES,
@@ -124,11 +126,19 @@ class WorkItemStore:
     # ---------------------------------------------------------------------------------------------- reading
 
     def path_for(self, ref: WorkItemRef | str) -> Path:
-        return self.layout.portable_record(as_ref(ref).slug)
+        """Where ``ref``'s record is (or will be): under the slug it owns (:mod:`the_loop.slugs`)."""
+        return self.layout.portable_record(slug_of(self.layout, as_ref(ref)))
 
     def read(self, ref: WorkItemRef | str) -> dict[str, Any] | None:
-        """The record, or None when there is none. A corrupt file warns once and reads as None (fail closed)."""
-        return read_json(self.path_for(ref))
+        """The record, or None when there is none. A corrupt file warns once and reads as None (fail closed); one
+        that names another work item is reported and never returned."""
+        try:
+            path = self.path_for(ref)
+            record = read_json(path)
+            check_owner(path, record, as_ref(ref))
+        except SlugCollision:
+            return None  # no name of its own, or a file naming another item: it has no record to act on
+        return record
 
     # ---------------------------------------------------------------------------------------------- writing
 
@@ -174,10 +184,11 @@ class WorkItemStore:
 
     def _modify(self, ref: WorkItemRef | str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
         item = as_ref(ref)
-        path = self.layout.portable_record(item.slug)
         identity = self._identity(item)  # asks the ticket provider: done before the lock is taken
-        with locked(self.layout.lock_for(item.slug)):
+        with locked(work_item_lock(self.layout, item)):
+            path = self.path_for(item)  # chosen under the lock every alias of the name shares
             found = load_json(path)  # a corrupt file reads as nothing recorded; the write below moves it aside
+            check_owner(path, found, item)
             body = {k: v for k, v in found.items() if k not in IDENTITY} if isinstance(found, dict) else {}
             change(body)
             if any(value is not None for value in body.values()):  # an older release's null markers alone: empty

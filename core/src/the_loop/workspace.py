@@ -117,7 +117,12 @@ def _repo(config: LoadedConfig, ref: WorkItemRef) -> _Repo | None:
 
 def _paths(config: LoadedConfig, ref: WorkItemRef, repo: _Repo) -> dict[str, Path]:
     root = workspace_root(config)
-    slug = _part(ref.slug, "work item")
+    from the_loop.slugs import SlugCollision, slug_of
+
+    try:  # the item's own name: two look-alike refs never share a checkout
+        slug = _part(slug_of(config.state, ref), "work item")
+    except SlugCollision as exc:
+        raise WorkspaceError(str(exc), transient=False) from None
     return {
         "shared": root / repo.host / repo.owner / repo.repo,
         "worktree": root / ".worktrees" / repo.host / repo.owner / repo.repo / slug,

@@ -25,6 +25,8 @@ from fake_github import FakeGitHub
 from gh_receiver import AUTO_LABEL, Receiver
 
 from the_loop.fake_harness import FakeHarness
+from the_loop.slugs import slug_of
+from the_loop.state import StateLayout
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 
 HERE = Path(__file__).parent
@@ -39,11 +41,20 @@ class Loop:
         self.env, self.fake, self.receiver, self.socket, self.logs = env, fake, receiver, socket, logs
         self._comment_id = 9000
 
-    def comment(self, body: str, *, login: str = "octocat", number: int = 15, delivery: str | None = None) -> Any:
+    def comment(
+        self,
+        body: str,
+        *,
+        login: str = "octocat",
+        number: int = 15,
+        delivery: str | None = None,
+        repo: str = "octo/repo",
+    ) -> Any:
+        """A signed comment; issues 15 and 16 of octo/repo, and every issue of another repository, are labelled."""
         self._comment_id += 1
-        labels = [AUTO_LABEL] if number in (15, 16) else []
+        labels = [AUTO_LABEL] if number in (15, 16) or repo != "octo/repo" else []
         payload = gh_payloads.adapt(
-            gh_payloads.load("issue_comment.created"), number=number, body=body, login=login, labels=labels
+            gh_payloads.load("issue_comment.created"), repo=repo, number=number, body=body, login=login, labels=labels
         )
         payload = gh_payloads.new_comment(payload, self._comment_id)
         payload["issue"].pop("pull_request", None)
@@ -73,7 +84,7 @@ class Loop:
         return json.loads(path.read_text()) if path.exists() else None
 
     def own(self, ref: str = REF) -> dict[str, Any]:
-        record = self.record(ref.replace("github:", "github-").replace("/", "-").replace("#", "-"))
+        record = self.record(slug_of(StateLayout(self.env.root), ref))
         assert record is not None, f"no session record for {ref}"
         return record["sessions"][ref]
 
@@ -464,8 +475,10 @@ def test_a26_a_comment_sent_just_before_a_stop_is_delivered_first(loop: Callable
     assert machine.own()["status"] == "closed"
 
 
-def _close_issue(machine: Loop, sender: str) -> None:
-    payload = gh_payloads.adapt(gh_payloads.load("issues.reopened"), number=15, sender=sender, labels=[AUTO_LABEL])
+def _close_issue(machine: Loop, sender: str, *, repo: str = "octo/repo", number: int = 15) -> None:
+    payload = gh_payloads.adapt(
+        gh_payloads.load("issues.reopened"), repo=repo, number=number, sender=sender, labels=[AUTO_LABEL]
+    )
     payload["action"] = "closed"
     payload["issue"]["state"] = "closed"
     payload["issue"].pop("pull_request", None)

@@ -330,8 +330,8 @@ def test_a18_an_enterprise_host_comes_from_the_repository_url() -> None:
 def test_a18_a_real_enterprise_server_payload() -> None:
     payload = g.load("ghes-3.5/issue_comment.created")
     event = norm("issue_comment", payload)
-    assert event.entity == "github:octocoders.github.io/Codertocat/Hello-World#1"
-    assert event.repository == "octocoders.github.io/Codertocat/Hello-World"
+    assert event.entity == "github:octocoders.github.io/codertocat/hello-world#1"  # one spelling (issue 16)
+    assert event.repository == "octocoders.github.io/codertocat/hello-world"
 
 
 def test_the_entity_url_gives_the_host_when_the_repository_has_none() -> None:

@@ -1252,11 +1252,11 @@ def test_r41_unreadable_poll_clocks_read_as_empty_and_are_rewritten(gh_env: Loop
 # ------------------------------------------------------------------------------------- fix round: one name per item
 
 
-def test_decision6_a_repository_spelled_otherwise_in_config_is_named_as_github_names_it(
+def test_decision6_a_repository_spelled_otherwise_in_config_and_by_github_is_one_work_item(
     gh_env: LoopEnv, plugin_host: Any
 ) -> None:
-    """``repositories: [octo/repo]`` while GitHub says ``Octo/Repo``: the poller's refs, record and close key are
-    the webhook's (``repository.full_name``), so the two ingresses never make two work items of one."""
+    """``repositories: [octo/repo]`` while GitHub says ``Octo/Repo``: the poller's refs, record and close key have
+    the one spelling every ref has (lower-cased, issue 16), so the two ingresses never make two work items of one."""
     from the_loop.interfaces import ServiceContext
     from the_loop_github.normalize import close_key
 
@@ -1265,8 +1265,8 @@ def test_decision6_a_repository_spelled_otherwise_in_config_is_named_as_github_n
         source = in_process_source(gh_env, plugin_host, fake, [REPO])
         context = ServiceContext(config=source.config, should_stop=lambda: False)
         source.poll_once(context)
-        ref = "github:Octo/Repo#1"
-        assert (source.store.read(ref) or {}).get("ref") == ref
+        ref = "github:octo/repo#1"
+        assert (source.store.read("github:Octo/Repo#1") or {}).get("ref") == ref
         source.store.update_section(ref, "control", {"command": "start", "source": "cli", "actor": "alice"})
         fake.close("Octo/Repo", 1, by="bob")
         source.poll_once(context)
