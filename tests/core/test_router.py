@@ -5,6 +5,9 @@ plugin's tests cover the same scenarios from signed HTTP deliveries."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,8 @@ from the_loop.models import Actor, InboundEvent
 from the_loop.refs import parse_ref
 from the_loop.registry import SessionRegistry
 from the_loop.router import Router
-from the_loop.slugs import slug_of
+from the_loop.slugs import slug_of, tmux_name_of
+from the_loop.testing import wait_for
 from the_loop.tmux import TmuxRunner
 
 REF = "fake:octo/repo#15"
@@ -492,3 +496,29 @@ def test_issue_16_two_work_items_never_share_a_record_file_an_index_entry_or_a_t
     targets = [here.own(ref).tmux_target for ref in canonical]
     assert len(set(targets)) == 2 and sorted(here.runner.list_sessions()) == sorted(targets)
 
+
+
+def test_issue_16_a_tmux_name_another_items_record_points_at_is_never_cleared_or_reused(world: World) -> None:
+    """Records from before slugs were owned can still share a tmux name (``a.b`` and ``a_b``): the second item's
+    spawn fails loudly with the remedy, and the first item's retained pane is left as it is."""
+    world.configure(repositories=("octo/a.b", "octo/a_b"))
+    dotted, underscored = "fake:octo/a.b#1", "fake:octo/a_b#1"
+    assert world.handle("the-loop start", ref=dotted, repository="octo/a.b").reason == "control-executed"
+    target = world.own(dotted).tmux_target
+    listed = [*world.runner.command_prefix, "list-panes", "-t", f"={target}", "-F", "#{pane_pid}"]
+    [pid] = subprocess.run(listed, capture_output=True, text=True, check=True).stdout.split()
+    os.kill(int(pid), signal.SIGKILL)  # its harness dies; remain-on-exit keeps the dead pane under the name
+    wait_for(lambda: world.runner.probe(target) == "dead")
+    legacy = world.config.state.local_record("fake-octo-a_b-1")  # a_b's own record, under the plain name
+    legacy.write_text(json.dumps({"version": 2, "workItem": underscored, "sessions": {}}))
+    assert tmux_name_of(world.config.state, underscored) == target
+
+    outcome = world.handle("the-loop start", ref=underscored, repository="octo/a_b")
+
+    assert (outcome.status, outcome.will_retry) == ("failed", False), outcome
+    [failed] = [e for e in world.log("session.spawn_failed") if e["work_item"] == underscored]
+    assert f"belongs to {dotted}" in failed["error"] and "sessions reset --work-item" in failed["error"]
+    assert failed["will_retry"] is False
+    assert world.runner.probe(target) == "dead" and world.runner.list_sessions() == [target]  # never cleared
+    assert not (world.own(underscored) or None) and world.own(dotted).tmux_target == target
+    assert world.handle("hello", ref=underscored, repository="octo/a_b").reason != "delivered"

@@ -713,6 +713,86 @@ def test_a25_dropping_a_user_from_the_config_applies_to_their_next_comment_witho
     assert len(machine.events("daemon.started")) == 1
 
 
+# ------------------------------------------------------------------ issue 16: look-alike refs, one work item each
+
+
+def _started(machine: Loop, ref: str, repo: str, number: int = 1) -> FakeHarness:
+    machine.comment("the-loop start", repo=repo, number=number)
+    layout = StateLayout(machine.env.root)
+    wait_for(lambda: ref in ((machine.record(slug_of(layout, ref)) or {}).get("sessions") or {}), timeout=20)
+    harness = machine.harness(ref)
+    harness.wait_ready(timeout=20)
+    machine.settled()
+    return harness
+
+
+def _pane(machine: Loop, target: str) -> str:
+    return machine.tmux("list-panes", "-t", f"={target}", "-F", "#{?pane_dead,dead,live}").stdout.strip()
+
+
+def test_issue_16_look_alike_repositories_are_two_work_items_that_never_act_on_each_other(
+    loop: Callable[..., Loop],
+) -> None:
+    """``acme/web-app#1`` and ``acme-web/app#1`` share the plain slug: a pause, a comment and a stranger's close of
+    the second never reach the first's session or record."""
+    machine = loop(repositories=("acme/web-app", "acme-web/app"))
+    web_app, acme_web = "github:acme/web-app#1", "github:acme-web/app#1"
+    first = _started(machine, web_app, "acme/web-app")
+    second = _started(machine, acme_web, "acme-web/app")
+    target = machine.own(web_app)["tmuxTarget"]
+    assert target == "loop-github-acme-web-app-1" and machine.own(acme_web)["tmuxTarget"] != target
+
+    machine.comment("the-loop pause", repo="acme-web/app", number=1)
+    machine.comment("only for web-app", repo="acme/web-app", number=1)
+    machine.comment("only for app", repo="acme-web/app", number=1)  # paused: kept from its session
+    first.wait_for_submitted(2, timeout=20)
+    machine.settled()
+    assert machine.own(web_app)["status"] == "active" and machine.own(acme_web)["status"] == "paused"
+    assert "only for web-app" in first.submitted()[-1]
+    assert not any("only for" in text for text in second.submitted())
+
+    _close_issue(machine, "mallory", repo="acme-web/app", number=1)
+    assert machine.own(acme_web)["status"] == "closed" and machine.own(web_app)["status"] == "active"
+    assert _pane(machine, target) == "live"  # web-app's agent is still running
+    record = machine.portable("github-acme-web-app-1")
+    assert record["ref"] == web_app and record["control"]["command"] == "start"
+    assert not machine.events("state.record_foreign")
+
+
+def test_issue_16_names_tmux_spells_alike_get_two_sessions_and_a_retained_pane_is_never_taken(
+    loop: Callable[..., Loop],
+) -> None:
+    machine = loop(repositories=("octo/a.b", "octo/a_b"))
+    dotted, underscored = "github:octo/a.b#1", "github:octo/a_b#1"
+    _started(machine, dotted, "octo/a.b")
+    machine.comment("the-loop stop", repo="octo/a.b", number=1)
+    machine.settled()
+    target = machine.own(dotted)["tmuxTarget"]
+    wait_for(lambda: _pane(machine, target) == "dead")  # retained, its harness ended
+
+    harness = _started(machine, underscored, "octo/a_b")
+    assert machine.own(underscored)["tmuxTarget"] != target and _pane(machine, target) == "dead"
+    machine.comment("for a_b", repo="octo/a_b", number=1)
+    assert "for a_b" in harness.wait_for_submitted(2, timeout=20)[-1]
+    own = machine.own(underscored)["tmuxTarget"]
+    _close_issue(machine, "octocat", repo="octo/a_b", number=1)  # authorized: cleaned up, its session killed
+    wait_for(lambda: machine.tmux("has-session", "-t", f"={own}").returncode != 0)
+    assert _pane(machine, target) == "dead" and machine.own(dotted)["tmuxTarget"] == target  # a.b's, untouched
+
+
+def test_issue_16_a_signed_start_spelled_in_another_case_reaches_the_same_session(loop: Callable[..., Loop]) -> None:
+    machine = loop()
+    harness = start_work(machine)
+    machine.comment("the-loop start", repo="OCTO/REPO")
+    machine.comment("shouting", repo="Octo/Repo")
+    assert "shouting" in harness.wait_for_submitted(2, timeout=20)[-1]
+    machine.settled()
+    assert machine.tmux("list-sessions", "-F", "#{session_name}").stdout.split() == [TARGET]
+    assert [p.name for p in (machine.env.root / "local").glob("github-*.json")] == ["github-octo-repo-15.json"]
+    assert [p.name for p in (machine.env.root / "portable").glob("github-*.json")] == ["github-octo-repo-15.json"]
+    assert len(machine.events("session.spawned")) == 1
+
+
 def test_the_real_claude_from_a_fresh_home_takes_a_signed_start_comments_a_crash_and_a_lost_transcript(
     loop: Callable[..., Loop], gh_env: LoopEnv, fake_github: FakeGitHub, claude_binary: Path
 ) -> None:
