@@ -455,6 +455,7 @@ _pairs = st.tuples(_owner, _repo).flatmap(
     )
 )
 
+
 def _files(directory: Path) -> dict[str, str]:
     """record file → the ref it names."""
     found = {}
@@ -495,7 +496,6 @@ def test_issue_16_two_work_items_never_share_a_record_file_an_index_entry_or_a_t
     assert len({entry["file"] for entry in index}) == 2 and sorted(e["ref"] for e in index) == sorted(canonical)
     targets = [here.own(ref).tmux_target for ref in canonical]
     assert len(set(targets)) == 2 and sorted(here.runner.list_sessions()) == sorted(targets)
-
 
 
 def test_issue_16_a_tmux_name_another_items_record_points_at_is_never_cleared_or_reused(world: World) -> None:
