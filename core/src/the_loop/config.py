@@ -311,8 +311,12 @@ def load_config(
 
 def secret_env_names(config: LoadedConfig) -> list[str]:
     """Every environment variable the config names as holding a secret (never a value): the webhook secret, the
-    plugins' declared secret keys and the remote lifecycle hooks' bearer tokens."""
-    names = [config.core.webhooks.gh_webhook.secret_env, *(hook.token_env for hook in config.core.hooks)]
+    web terminal's credential, the plugins' declared secret keys and the remote lifecycle hooks' bearer tokens."""
+    names = [
+        config.core.webhooks.gh_webhook.secret_env,
+        config.core.routing.web_terminal.token_env,
+        *(hook.token_env for hook in config.core.hooks),
+    ]
     for path, fields in config.secrets.items():
         section = config.sections.get(path)
         for dotted in fields:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer
 from pydantic.alias_generators import to_camel
 
 CURRENT_CONFIG_VERSION = "0.12.0"
@@ -143,8 +143,32 @@ class TmuxSection(Section):
 
 class WebTerminalSection(Section):
     enabled: bool = False
+    allow_remote: bool = False  # declared before host: host's check reads it
     host: str = "127.0.0.1"
     port: int = Field(7681, ge=1, le=65535)
+    token_env: str = Field("", pattern=r"^$|^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_unless_acknowledged(cls, value: str, info: ValidationInfo) -> str:
+        """A writable shell for whoever holds the link: off this machine only when the operator says so."""
+        if not info.data.get("allow_remote") and not _loopback(value):
+            raise ValueError(
+                f"{value!r} is not a loopback address: the web terminal is a writable shell on this machine; "
+                "set routing.webTerminal.allowRemote: true to serve it beyond this host"
+            )
+        return value
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class HarnessTrustSection(Section):

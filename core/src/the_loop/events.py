@@ -131,6 +131,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("workspace.cleaned", "a work item's checkout was removed (removed false and error when it could not be)"),
     _t("webterminal.started", "the browser terminal (ttyd on the-loop-hub) was started by an ingress service"),
     _t("webterminal.stopped", "the browser terminal was stopped (killed says whether it needed SIGKILL)"),
+    _t("webterminal.refused", "the web terminal's gate refused a request: no or a wrong credential, cross-origin, …"),
     _t("webterminal.failed", "the browser terminal could not be started or exited early; the service runs on"),
     _t("hooks.loaded", "a process loaded the operator's declared lifecycle hooks (hooks, count, config)"),
     _t("hooks.load_failed", "a one-shot command could not load the declared hooks and ran without them"),

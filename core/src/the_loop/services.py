@@ -276,7 +276,17 @@ def status_report(config: LoadedConfig, specs: list[ServiceSpec]) -> dict[str, A
         "ok": all(row["running"] for row in rows if row["enabled"]),
         "conflictingRoots": conflicting_roots(config.state.root),
         "channelBacklog": _channel_backlog(config),
+        "webTerminal": _web_terminal(config),
     }
+
+
+def _web_terminal(config: LoadedConfig) -> dict[str, str] | None:
+    """The running web terminal's URL and login link (asked of its gate; the operator's alone), or None."""
+    if not config.core.routing.web_terminal.enabled:
+        return None
+    from the_loop.webterminal import login
+
+    return login(config)
 
 
 def conflicting_roots(root: Path) -> list[dict[str, Any]]:
@@ -400,6 +410,9 @@ def format_status(report: dict[str, Any], config_found: bool) -> list[str]:
             lines.extend(INDENT + f"problem:    {problem}" for problem in row["problems"])
         if row["service"] == POLLER:
             lines.extend(heartbeat_lines(row))
+    terminal = report.get("webTerminal")
+    if terminal:
+        lines.append(f"{'terminal':<{NAME_WIDTH}} {terminal['url']} — open it with {terminal['login']}")
     backlog = report.get("channelBacklog")
     if backlog:
         error = f"; last error: {backlog['lastError']}" if backlog.get("lastError") else ""

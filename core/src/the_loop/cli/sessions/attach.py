@@ -12,14 +12,16 @@ from the_loop.cli._app import app
 from the_loop.cli.sessions._common import WORK_ITEM, require_tmux
 
 if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
 
 @click.command()
 @WORK_ITEM
 @click.option("--read-only", is_flag=True, help="Watch without being able to type (tmux attach -r).")
+@click.option("--web", is_flag=True, help="Print the web terminal's login link (it carries the credential) instead.")
 @click.pass_context
-def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool) -> None:
+def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool, web: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
     from the_loop.dispatcher import runner_for
     from the_loop.registry import SessionRegistry
@@ -33,6 +35,9 @@ def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool) -> None:
     if not own.tmux_target:
         click.echo(f"error: no tmux session recorded yet for {ref}; its next event starts one", err=True)
         sys.exit(1)
+    if web:
+        _print_web_login(config, own.tmux_target)
+        return
     if own.status == "closed" and not read_only:
         click.echo(f"note: the session of {ref} is closed; attaching read-only", err=True)
         read_only = True
@@ -45,3 +50,19 @@ def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool) -> None:
     argv = [*runner.command_prefix, "attach-session", *(["-r"] if read_only else []), "-t", f"={own.tmux_target}"]
     sys.stdout.flush()
     os.execvp(argv[0], argv)
+
+
+def _print_web_login(config: LoadedConfig, target: str) -> None:
+    """The browser terminal is the shared hub session on the same tmux server: open it, then switch to ``target``."""
+    from the_loop.webterminal import login
+
+    found = login(config) if config.core.routing.web_terminal.enabled else None
+    if found is None:
+        click.echo(
+            "error: the web terminal is not running (routing.webTerminal.enabled: true, and an ingress service "
+            "started: the-loop start)",
+            err=True,
+        )
+        sys.exit(1)
+    click.echo(f"open: {found['login']}")
+    click.echo(f"then, in it: tmux switch-client -t ={target}")
