@@ -36,6 +36,9 @@ from the_loop.state import (
 )
 
 RECENT_DELIVERIES_CAP = 50
+# (path, inode, mtime_ns, size) → (work item, its tmux targets): every write is a new inode (os.replace).
+_TARGETS: dict[tuple[str, int, int, int], tuple[str, set[str]]] = {}
+_TARGETS_MAX = 8192
 RECORD_VERSION = 2
 Status = Literal["active", "paused", "closed"]
 
@@ -235,13 +238,37 @@ class SessionRegistry:
 
     def holders(self, tmux_target: str) -> list[str]:
         """The work items whose records point a session at ``tmux_target`` (a spawn checks the name is not
-        another's; one scan of the records, so only on the spawn path)."""
+        another's). One scan of the directory; a record is parsed again only when its file changed."""
         wanted = normalize_tmux_target(tmux_target)
-        return [
-            record.work_item
-            for record in self.records()
-            if any(endpoint.tmux_target == wanted for endpoint in record.sessions.values())
-        ]
+        directory = self.layout.local_dir
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if not is_record_name(name):
+                continue
+            path = directory / name
+            try:
+                info = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            key = (str(path), info.st_ino, info.st_mtime_ns, info.st_size)
+            if key not in _TARGETS:
+                data = load_json(path)
+                record = SessionRecord.from_dict(data) if isinstance(data, dict) else None
+                if len(_TARGETS) >= _TARGETS_MAX:
+                    _TARGETS.clear()
+                _TARGETS[key] = (
+                    (record.work_item, {endpoint.tmux_target for endpoint in record.sessions.values()})
+                    if record
+                    else ("", set())
+                )
+            work_item, targets = _TARGETS[key]
+            if work_item and wanted in targets:
+                found.append(work_item)
+        return sorted(found)
 
     def records(self) -> Iterator[SessionRecord]:
         """Every readable record; unrelated files are ignored silently, unreadable ones with one warning."""
