@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -180,19 +181,24 @@ def drive_wrk(
 
 
 class Drain:
-    """Settles inbox entries as they arrive, as the receiver's worker does in a routing daemon, and counts them."""
+    """Settles inbox entries as they arrive, as the receiver's worker does in a routing daemon, and keeps their
+    keys."""
 
     def __init__(self, state_root: Path) -> None:
         from the_loop.inbox import Inbox, InboxWorker
         from the_loop.state import StateLayout
 
-        self.settled = 0
+        self.keys: list[str] = []
         self.stop = threading.Event()
         self.worker = InboxWorker(Inbox(StateLayout(state_root)), self._handle)
         self.thread = threading.Thread(target=self.worker.run, args=(self.stop.is_set, 0.01), daemon=True)
 
-    def _handle(self, _entry: object) -> object:
-        self.settled += 1
+    @property
+    def settled(self) -> int:
+        return len(self.keys)
+
+    def _handle(self, entry: Any) -> object:
+        self.keys.append(entry.key)
         return type("Outcome", (), {"status": "delivered"})()
 
     def __enter__(self) -> Drain:
@@ -202,6 +208,15 @@ class Drain:
     def __exit__(self, *_exc: object) -> None:
         self.stop.set()
         self.thread.join(timeout=30)
+
+
+def receiver_in(directory: str) -> tuple[Path, subprocess.Popen[bytes], str, Drain]:
+    """The real receiver on a free port with its state root in ``directory``: the root, the process, the webhook
+    URL, and a drain for its inbox (not started)."""
+    root = Path(directory)
+    port = free_port()
+    process = start_server(root, port)
+    return root, process, f"http://127.0.0.1:{port}/gh-webhook", Drain(root / ".the-loop")
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -245,15 +260,11 @@ def main() -> None:
     count = max(args.requests, int(args.seconds * 2500)) if args.client == "wrk" else args.requests
     items = deliveries(warmup + count)
     size = statistics.mean(len(body) for body, _ in items)
-    port = free_port()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        root = Path(tmp)
-        process = start_server(root, port)
-        url = f"http://127.0.0.1:{port}/gh-webhook"
-        drain = Drain(root / ".the-loop")
+        root, process, url, drain = receiver_in(tmp)
         try:
             print(
-                f"receiver: 127.0.0.1:{port}, state root {root}, {args.threads} keep-alive senders, "
+                f"receiver: {url}, state root {root}, {args.threads} keep-alive senders, "
                 f"{os.cpu_count()} CPUs, bodies {size / 1024:.1f} KiB, "
                 f"{'no worker' if args.no_drain else 'a worker settling entries'}"
             )
