@@ -214,7 +214,8 @@ def test_preparation_runs_before_every_spawn_and_both_halves_of_a_respawn(
     assert len(world.prepared.read_text().splitlines()) == 1
     monkeypatch.setenv("FAKE_HARNESS_REFUSE_RESUME", "1")
     world.runner.kill(world.own().tmux_target)
-    assert world.dispatcher.dispatch(event("after")).status == "respawned"
+    outcome = world.dispatcher.dispatch(event("after"))
+    assert outcome.status == "respawned", (outcome, world.events("session.spawn_failed"))
     assert len(world.prepared.read_text().splitlines()) == 3  # the resume attempt and the fresh fallback
 
 

@@ -84,7 +84,16 @@ def test_f14_enabled_poller_not_running_exits_1_and_json_ok_false(env: LoopEnv) 
 def test_status_json_keys(env: LoopEnv) -> None:
     result = env.run("status", "--format", "json")
     report = json.loads(result.stdout)
-    assert set(report) == {"version", "configPath", "stateRoot", "services", "ok", "conflictingRoots", "channelBacklog"}
+    assert set(report) == {
+        "version",
+        "configPath",
+        "stateRoot",
+        "services",
+        "ok",
+        "conflictingRoots",
+        "channelBacklog",
+        "webTerminal",
+    }
     assert report["conflictingRoots"] == []
     assert report["configPath"] == str(env.config_path)
     assert report["stateRoot"] == str(env.root)
