@@ -2,10 +2,11 @@
 the work item's tmux session logs it as submitted (through the inbox, the router and the dispatcher).
 
 Run: ``.venv/bin/python benchmarks/bench_accept_to_pane.py [--events N]``. Starts ``the-loop daemon run gh-webhook``
-with ``routing.enabled`` on a free 127.0.0.1 port, the fake GitHub API, the fake harness (``the_loop.fake_plugin``)
-on a private tmux server; starts the work item with a ``the-loop start`` comment, then posts N comments one at a
-time and times each from the POST to the harness's ``submit`` record (both clocks are ``time.monotonic``, shared by
-every process on Linux). Prints p50/p95/p99. Target: p50 ≤ 25 ms. Cleans up its tmux server and temp dir.
+with ``routing.enabled`` on a free 127.0.0.1 port, the fake GitHub API, the fake harness
+(``the_loop.testing.fake_plugin``) on a private tmux server; starts the work item with a ``the-loop start`` comment,
+then posts N comments one at a time and times each from the POST to the harness's ``submit`` record (both clocks
+are ``time.monotonic``, shared by every process on Linux). Prints p50/p95/p99. Target: p50 ≤ 25 ms. Cleans up its
+tmux server and temp dir.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ sys.path.insert(0, str(ROOT / "plugins" / "github" / "tests"))
 import gh_payloads  # noqa: E402
 from fake_github import BOT, TOKEN, FakeGitHub  # noqa: E402
 
-from the_loop.fake_harness import FakeHarness  # noqa: E402
 from the_loop.testing import free_port, wait_for  # noqa: E402
+from the_loop.testing.fake_harness import FakeHarness  # noqa: E402
 
 LABEL = "the-loop: auto-execute"
 
@@ -84,7 +85,7 @@ def main() -> None:
             "HOME": str(work),
             "GH_TOKEN": TOKEN,
             "THE_LOOP_GH_WEBHOOK_SECRET": gh_payloads.SECRET,
-            "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin",
+            "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin",
             "FAKE_HARNESS_LOG": str(logs / "{session}.jsonl"),
         }
         argv = [sys.executable, "-m", "the_loop", "-c", str(config), "daemon", "run", "gh-webhook"]

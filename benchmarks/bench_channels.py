@@ -28,10 +28,12 @@ sys.path.insert(0, str(ROOT / "plugins" / "slack" / "tests"))
 from fake_slack import FakeSlack, Server  # noqa: E402
 
 import the_loop_slack.plugin  # noqa: E402
-from the_loop import channel_outbox, channels, events, fake_plugin  # noqa: E402
+from the_loop import channels, events  # noqa: E402
+from the_loop.channels import outbox as channel_outbox  # noqa: E402
 from the_loop.config import load_config  # noqa: E402
 from the_loop.plugins import PluginHost, set_host  # noqa: E402
 from the_loop.refs import parse_ref  # noqa: E402
+from the_loop.testing import fake_plugin  # noqa: E402
 
 
 def main() -> None:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench_events import write_log  # the events benchmark's realistic log (this folder is on sys.path)
 
-from the_loop.registry import Endpoint, SessionRegistry
 from the_loop.state import StateLayout
+from the_loop.state.registry import Endpoint, SessionRegistry
 
 FORBIDDEN = ("github", "slack_sdk", "jira", "uvicorn", "starlette", "httpx")
 NOTED = ("pydantic", "yaml")  # allowed where a command reads the config, but worth seeing

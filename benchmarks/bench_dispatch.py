@@ -36,14 +36,15 @@ from typing import Any
 
 import yaml
 
-from the_loop import events, fake_plugin
+from the_loop import events
 from the_loop.config import LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher, DispatchQueue
-from the_loop.fake_harness import PROMPT
 from the_loop.models import WorkEvent
 from the_loop.plugins import PluginHost, set_host
-from the_loop.registry import SessionRegistry
-from the_loop.tmux import TmuxRunner, unframed
+from the_loop.sessions.dispatcher import Dispatcher, DispatchQueue
+from the_loop.sessions.tmux import TmuxRunner, unframed
+from the_loop.state.registry import SessionRegistry
+from the_loop.testing import fake_plugin
+from the_loop.testing.fake_harness import PROMPT
 
 TARGET_P50 = 0.015
 _ids = iter(range(1, 10**9))

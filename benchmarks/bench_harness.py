@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python benchmarks/bench_harness.py [--runs 20] [--harness fake|claude|both] [--claude PATH]
 [--settle 0.2] [--keep]``. Core's fake harness TUI and the REAL Claude Code CLI, offline against the
-fake Anthropic Messages API, are started from the conformance kits (:class:`the_loop.conformance.FakeHarnessKit`,
+fake Anthropic Messages API, are started from the conformance kits
+(:class:`the_loop.testing.conformance.FakeHarnessKit`,
 :class:`the_loop_claude.conformance.ClaudeKit`), each in a temporary directory and on a private tmux server of its
 own. Per harness, p50 and p90 over ``--runs`` runs of:
 
@@ -39,15 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from the_loop import events, fake_plugin
+from the_loop import events
 from the_loop.config import LoadedConfig, load_config
-from the_loop.conformance import FakeHarnessKit, HarnessKit, process_running, write_config
-from the_loop.dispatcher import Dispatcher
-from the_loop.fake_harness import FakeHarness
 from the_loop.models import WorkEvent
 from the_loop.plugins import PluginHost, get_host, set_host
-from the_loop.registry import SessionRegistry
-from the_loop.tmux import TmuxRunner
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import SessionRegistry
+from the_loop.testing import fake_plugin
+from the_loop.testing.conformance import FakeHarnessKit, HarnessKit, process_running, write_config
+from the_loop.testing.fake_harness import FakeHarness
 
 if TYPE_CHECKING:
     from the_loop_claude.conformance import ClaudeKit
@@ -151,7 +153,7 @@ class FakeBench(Bench):
     kit: FakeHarnessKit
 
     def describe(self) -> str:
-        return f"core's fake harness TUI ({sys.executable} -m the_loop.fake_harness)"
+        return f"core's fake harness TUI ({sys.executable} -m the_loop.testing.fake_harness)"
 
     def recorded(self, ref: str) -> Callable[[], bool]:
         log = FakeHarness(self.kit.log)
@@ -186,7 +188,7 @@ class ClaudeBench(Bench):
         wait(lambda: last_entry(path) == "assistant", self.timeout, f"{ref}: no answer in the transcript", 0.005)
 
     def received_at(self, text: str) -> float | None:
-        from the_loop.fake_anthropic import is_conversation, last_user_text
+        from the_loop.testing.fake_anthropic import is_conversation, last_user_text
 
         for entry in self.kit.api.requests():
             body = entry.get("body") or {}

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from the_loop.inbox import Inbox, InboxWorker
+from the_loop.ingress.inbox import Inbox, InboxWorker
 from the_loop.state import StateLayout
 
 

@@ -26,9 +26,9 @@ from fake_jira import FakeJira  # noqa: E402
 
 from the_loop import events  # noqa: E402
 from the_loop.config import load_config  # noqa: E402
+from the_loop.ingress.poller import run_cycle  # noqa: E402
 from the_loop.interfaces import ServiceContext  # noqa: E402
 from the_loop.plugins import PluginHost, set_host  # noqa: E402
-from the_loop.poller import run_cycle  # noqa: E402
 
 LABEL = "the-loop:auto-execute"
 

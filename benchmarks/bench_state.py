@@ -15,7 +15,7 @@ from pathlib import Path
 
 from the_loop.refs import WorkItemRef, parse_ref
 from the_loop.state import StateLayout, dump_json
-from the_loop.store import WorkItemStore
+from the_loop.state.store import WorkItemStore
 
 
 def github_url(ref: WorkItemRef) -> str:

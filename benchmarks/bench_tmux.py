@@ -24,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from the_loop.fake_harness import FakeHarness
-from the_loop.tmux import TmuxRunner, unframed
+from the_loop.sessions.tmux import TmuxRunner, unframed
+from the_loop.testing.fake_harness import FakeHarness
 
 
 class Tail:

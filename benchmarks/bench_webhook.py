@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from the_loop.signing import signature
+from the_loop.ingress.signing import signature
 from the_loop.testing import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +185,7 @@ class Drain:
     keys."""
 
     def __init__(self, state_root: Path) -> None:
-        from the_loop.inbox import Inbox, InboxWorker
+        from the_loop.ingress.inbox import Inbox, InboxWorker
         from the_loop.state import StateLayout
 
         self.keys: list[str] = []

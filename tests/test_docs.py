@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from the_loop import hookspecs
 from the_loop.cli import LazyGroup, cli
-from the_loop.config_models import CoreConfig
+from the_loop.config.models import CoreConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

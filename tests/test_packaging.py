@@ -265,8 +265,8 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
     sys.path.append(str(ROOT / "plugins" / "jira" / "tests"))
     from fake_jira import FakeJira
 
-    from the_loop.conformance import hermetic_path
-    from the_loop.fake_anthropic import FakeAnthropic
+    from the_loop.testing.conformance import hermetic_path
+    from the_loop.testing.fake_anthropic import FakeAnthropic
 
     venv = fresh_venv(tmp_path / "venv", wheels, f"the-loop[jira,claude]=={the_loop.__version__}")
     home, work = tmp_path / "home", tmp_path / "work"

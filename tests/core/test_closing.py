@@ -2,7 +2,7 @@
 cli-config-state-events.md F29, F30, F32, F35).
 
 Two ways in: the close path called in-process with a dispatcher (``world``), and the real CLI in a subprocess
-(``cli``) with ``THE_LOOP_EXTRA_PLUGINS=the_loop.fake_plugin`` and ``routing.tmux.socketName`` set to the test's
+(``cli``) with ``THE_LOOP_EXTRA_PLUGINS=the_loop.testing.fake_plugin`` and ``routing.tmux.socketName`` set to the test's
 private tmux server, reached through a logging tmux shim first on ``PATH``.
 """
 
@@ -21,18 +21,19 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop import events, fake_plugin, workspace
-from the_loop.closing import close_session
+from the_loop import events
 from the_loop.config import LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher
-from the_loop.fake_harness import FakeHarness
 from the_loop.models import WorkEvent
 from the_loop.refs import parse_ref
-from the_loop.registry import Endpoint, SessionRegistry
-from the_loop.store import WorkItemStore
-from the_loop.testing import LoopEnv, wait_for
-from the_loop.tmux import TmuxRunner
-from the_loop.tmux_shim import TmuxShim, split_commands
+from the_loop.sessions import workspace
+from the_loop.sessions.closing import close_session
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import Endpoint, SessionRegistry
+from the_loop.state.store import WorkItemStore
+from the_loop.testing import LoopEnv, fake_plugin, wait_for
+from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.tmux_shim import TmuxShim, split_commands
 
 REF = "fake:octo/repo#15"
 TARGET = "loop-fake-octo-repo-15"
@@ -215,7 +216,7 @@ def test_c22_a_target_that_is_not_a_loop_session_is_never_signalled(world: World
 
 
 def test_cleanup_reports_a_failed_step_and_still_runs_the_others(world: World, tmux_shim: TmuxShim) -> None:
-    from the_loop.closing import cleanup
+    from the_loop.sessions.closing import cleanup
 
     world.spawn()
     cwd = str(world.tmp / "work")
@@ -233,7 +234,7 @@ def test_cleanup_reports_a_failed_step_and_still_runs_the_others(world: World, t
 
 @pytest.mark.parametrize(("actor", "reason"), [("mallory", "unauthorized-actor"), ("", "no-actor")])
 def test_c26_an_unauthorized_close_closes_the_session_but_defers_cleanup(world: World, actor: str, reason: str) -> None:
-    from the_loop.closing import work_item_ended
+    from the_loop.sessions.closing import work_item_ended
 
     harness = world.spawn()
     report = work_item_ended(world.config, REF, reason="issue-closed", actor=actor, authorized=False, source="webhook")
@@ -307,7 +308,7 @@ def cli(loop_env: LoopEnv, tmux_runner: TmuxRunner, tmux_shim: TmuxShim, tmp_pat
     for name in ("TMUX", "TMUX_PANE"):
         env.pop(name, None)
     env.update(
-        THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin",
+        THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin",
         FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
         FAKE_TICKETS=str(tmp_path / "tickets.json"),
         PATH=f"{tmux_shim.path.parent}{os.pathsep}{os.environ.get('PATH', '')}",

@@ -1,4 +1,4 @@
-"""The harness conformance scenarios (:mod:`the_loop.conformance`) against core's fake harness TUI."""
+"""The harness conformance scenarios (:mod:`the_loop.testing.conformance`) against core's fake harness TUI."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.conformance import FakeHarnessKit, HarnessConformance, HarnessKit, HarnessStartFailure
+from the_loop.testing.conformance import FakeHarnessKit, HarnessConformance, HarnessKit, HarnessStartFailure
 
 
 @pytest.fixture

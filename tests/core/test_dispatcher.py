@@ -16,16 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop import events, fake_plugin, hookimpl
+from the_loop import events, hookimpl
 from the_loop.config import LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher, DispatchQueue, Outcome
-from the_loop.fake_harness import FakeHarness
+from the_loop.hooks.lifecycle import Decision
 from the_loop.interfaces import Capabilities, Channel, HarnessAdapter, Launch
-from the_loop.lifecycle import Decision
 from the_loop.models import WorkEvent
-from the_loop.registry import Endpoint, SessionRegistry
-from the_loop.testing import wait_for
-from the_loop.tmux import TmuxRunner
+from the_loop.sessions.dispatcher import Dispatcher, DispatchQueue, Outcome
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import Endpoint, SessionRegistry
+from the_loop.testing import fake_plugin, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 REF = "fake:octo/repo#15"
 
@@ -493,7 +493,7 @@ def test_a_killed_tmux_server_leads_to_the_same_conversation_resumed(world: Worl
 def test_a_respawn_for_a_long_event_boots_with_it_capped_instead_of_failing_forever(world: World) -> None:
     """The boot prompt is one argv word and tmux refuses a command over ~16 KB ("command too long"): a respawn
     whose pending event is longer boots with it capped (as a first spawn does), rather than failing every retry."""
-    from the_loop.prompts import BOOT_PROMPT_CAP
+    from the_loop.sessions.prompts import BOOT_PROMPT_CAP
 
     harness = spawned(world)
     world.runner.kill(world.own().tmux_target)
@@ -581,7 +581,7 @@ def test_c14_a_stale_dead_reading_ends_in_a_delivery_not_a_respawn(
 
 def _missing_once(deliver: Any) -> Any:
     """The first delivery reports the session missing (as a crash between probe and paste would)."""
-    from the_loop.tmux import DeliveryError
+    from the_loop.sessions.tmux import DeliveryError
 
     calls = {"n": 0}
 
@@ -618,7 +618,7 @@ def test_c16_a_dead_occupant_that_cannot_be_cleared_keeps_the_delivery_id(world:
 
 
 def test_dispatches_never_run_send_keys_or_name_a_client(world: World, tmux_shim: Any) -> None:
-    from the_loop.tmux_shim import violations
+    from the_loop.testing.tmux_shim import violations
 
     world.dispatcher.runner = tmux_shim.runner()
     harness = spawned(world)

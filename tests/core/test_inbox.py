@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop import events, fake_plugin
+from the_loop import events
 from the_loop.config import load_config
-from the_loop.dispatcher import Dispatcher, Outcome
-from the_loop.fake_harness import FakeHarness
-from the_loop.inbox import Inbox, InboxEntry, InboxWorker, WorkerBusy, key_digest
+from the_loop.ingress.inbox import Inbox, InboxEntry, InboxWorker, WorkerBusy, key_digest
 from the_loop.models import WorkEvent
-from the_loop.registry import SessionRegistry
+from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.state import StateLayout
-from the_loop.testing import wait_for
+from the_loop.state.registry import SessionRegistry
+from the_loop.testing import fake_plugin, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 DRIVER = Path(__file__).with_name("inbox_driver.py")
 

@@ -25,13 +25,11 @@ import httpx
 import pytest
 import yaml
 
-from the_loop import control, events, fake_plugin, hookimpl, hooks_executors, lifecycle
+from the_loop import events, hookimpl
 from the_loop.config import ConfigError, LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher, Outcome
-from the_loop.fake_harness import FakeHarness
-from the_loop.hooks_sdk import HookServer, LifecycleHooks, handle_request
-from the_loop.interfaces import Channel, ChannelMessage
-from the_loop.lifecycle import (
+from the_loop.hooks import executors as hooks_executors
+from the_loop.hooks import lifecycle
+from the_loop.hooks.lifecycle import (
     CONTEXTS,
     Decision,
     SessionSpawn,
@@ -40,12 +38,17 @@ from the_loop.lifecycle import (
     WorkItemStart,
     work_item_facts,
 )
+from the_loop.hooks.sdk import HookServer, LifecycleHooks, handle_request
+from the_loop.interfaces import Channel, ChannelMessage
 from the_loop.models import WorkEvent
 from the_loop.refs import parse_ref
-from the_loop.registry import SessionRegistry
-from the_loop.store import WorkItemStore
-from the_loop.testing import LoopEnv, free_port, kill_lock_holders
-from the_loop.tmux import TmuxRunner
+from the_loop.routing import control
+from the_loop.sessions.dispatcher import Dispatcher, Outcome
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import SessionRegistry
+from the_loop.state.store import WorkItemStore
+from the_loop.testing import LoopEnv, fake_plugin, free_port, kill_lock_holders
+from the_loop.testing.fake_harness import FakeHarness
 
 REF = "fake:octo/repo#15"
 FIXTURES = Path(__file__).parent / "hooks_fixtures"
@@ -436,7 +439,7 @@ def test_l2_a_path_resolves_beside_the_config_file_without_following_symlinks(tm
     (linked / "cli-config.yaml").symlink_to(real / "cli-config.yaml")
     (linked / "hooks").symlink_to(real / "hooks")
     config = load_config(linked / "cli-config.yaml")
-    from the_loop.hooks_config import hook_target
+    from the_loop.hooks.config import hook_target
 
     assert hook_target(config.core.hooks[0], config.ref.path) == str(linked / "hooks" / "x.py")
     assert hook_target(config.core.hooks[1], config.ref.path) == str(Path.home() / "h.py")
@@ -474,7 +477,7 @@ def test_a_path_module_runs_once_per_file_per_process(tmp_path: Path) -> None:
     hook = tmp_path / "cfg" / "counting.py"
     hook.parent.mkdir(parents=True)
     hook.write_text(
-        "import os\nfrom the_loop.lifecycle import LifecycleHooks\n"
+        "import os\nfrom the_loop.hooks.lifecycle import LifecycleHooks\n"
         f"open({str(tmp_path / 'ran')!r}, 'a').write('x')\n"
         "class H(LifecycleHooks):\n    def work_item_start(self, ctx):\n        return None\n"
     )
@@ -1003,7 +1006,7 @@ class _ChannelPlugin:
 def test_e26_a_closing_ticket_skips_only_the_channel_post_when_a_hook_says_announce_false(
     world: World, plugin_host: Any, tmp_path: Path, announce: bool
 ) -> None:
-    from the_loop import closing
+    from the_loop.sessions import closing
 
     _RecordingChannel.posts = []
     at_call: list[str] = []
@@ -1048,7 +1051,7 @@ def operator(loop_env: LoopEnv, tmux_runner: TmuxRunner) -> LoopEnv:
     work = loop_env.tmp / "work"
     work.mkdir()
     loop_env.env.update(
-        THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin",
+        THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin",
         FAKE_HARNESS_LOG=str(loop_env.tmp / "{session}.jsonl"),
         FAKE_TICKETS=str(loop_env.tmp / "tickets.json"),
         PYTHONPATH=os.pathsep.join(filter(None, [str(FIXTURES), os.environ.get("PYTHONPATH")])),
@@ -1155,7 +1158,7 @@ def test_issue_393_ask_inside_a_session_runs_the_daemons_declared_hooks(operator
     hooks_dir = operator.config_path.parent / "hooks"
     hooks_dir.mkdir()
     (hooks_dir / "polish.py").write_text(
-        "from the_loop.lifecycle import LifecycleHooks\n\n\n"
+        "from the_loop.hooks.lifecycle import LifecycleHooks\n\n\n"
         "class Polish(LifecycleHooks):\n"
         "    def waiting_for_input(self, ctx):\n"
         "        return {'question': ctx.question + ' (asked by the agent)'}\n"

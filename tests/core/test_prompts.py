@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from the_loop.prompts import (
+from the_loop.sessions.prompts import (
     BOOT_PROMPT_CAP,
     EXCERPT_CAP,
     TRUNCATED,

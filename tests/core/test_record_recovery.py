@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from the_loop.conformance import REF, FakeHarnessKit, Rig, rig_for
+from the_loop.testing.conformance import REF, FakeHarnessKit, Rig, rig_for
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.registry import Endpoint, SessionRegistry
 from the_loop.state import StateLayout
+from the_loop.state.registry import Endpoint, SessionRegistry
 
 REF = "github:octo/repo#15"
 

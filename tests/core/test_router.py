@@ -16,17 +16,17 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from the_loop import events, fake_plugin
+from the_loop import events
 from the_loop.config import load_config
-from the_loop.dispatcher import Dispatcher
-from the_loop.fake_harness import FakeHarness
 from the_loop.models import Actor, InboundEvent
 from the_loop.refs import parse_ref
-from the_loop.registry import SessionRegistry
-from the_loop.router import Router
-from the_loop.slugs import slug_of, tmux_name_of
-from the_loop.testing import wait_for
-from the_loop.tmux import TmuxRunner
+from the_loop.routing.router import Router
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import SessionRegistry
+from the_loop.state.slugs import slug_of, tmux_name_of
+from the_loop.testing import fake_plugin, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 REF = "fake:octo/repo#15"
 LABEL = "the-loop: auto-execute"
@@ -236,7 +236,7 @@ def test_a17_an_undeclared_repository_is_dropped_before_anything_else(world: Wor
 
 
 def test_a_collaborator_is_input_only(world: World) -> None:
-    from the_loop.store import WorkItemStore
+    from the_loop.state.store import WorkItemStore
 
     WorkItemStore(world.config.state).update_section(REF, "collaborators", {"users": [{"login": "dana"}]})
     assert world.handle("the-loop start", actor="Dana").error == "unauthorized-actor"  # no control
@@ -324,8 +324,8 @@ def test_requiring_no_start_command_lets_the_label_alone_spawn(world: World) -> 
 
 
 def test_a26_through_the_inbox_a_comment_queued_before_a_stop_is_delivered_first(world: World) -> None:
-    from the_loop.inbox import Inbox, InboxWorker
-    from the_loop.router import inbox_handler
+    from the_loop.ingress.inbox import Inbox, InboxWorker
+    from the_loop.routing.router import inbox_handler
 
     harness = started(world)
     inbox = Inbox.for_config(world.config)
@@ -342,7 +342,7 @@ def test_a26_through_the_inbox_a_comment_queued_before_a_stop_is_delivered_first
 
 def test_e25_an_input_received_hook_can_refuse_a_command(world: World, plugin_host: Any) -> None:
     from the_loop import hookimpl
-    from the_loop.lifecycle import Decision
+    from the_loop.hooks.lifecycle import Decision
 
     harness = started(world)
 

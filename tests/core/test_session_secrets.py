@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from the_loop.conformance import FakeHarnessKit, Rig, rig_for
+from the_loop.testing.conformance import FakeHarnessKit, Rig, rig_for
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-openai-from-env-file",

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop.fake_harness import FakeHarness
 from the_loop.testing import LoopEnv
-from the_loop.tmux_shim import TmuxShim
+from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.tmux_shim import TmuxShim
 
 REF = "fake:octo/repo#15"
 
@@ -34,7 +34,7 @@ class Operator:
         self.logs.mkdir()
         self.tickets = env.tmp / "tickets.json"
         self.env.env.update(
-            THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin",
+            THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin",
             FAKE_HARNESS_LOG=str(self.logs / "{session}.jsonl"),
             FAKE_TICKETS=str(self.tickets),
         )

@@ -12,10 +12,10 @@ import pytest
 
 from the_loop import events
 from the_loop.refs import parse_ref, tmux_name
-from the_loop.registry import Endpoint, SessionRegistry
-from the_loop.slugs import SlugCollision, qualified_slug, slug_of, tmux_name_of
 from the_loop.state import StateLayout, is_record_name
-from the_loop.store import WorkItemStore
+from the_loop.state.registry import Endpoint, SessionRegistry
+from the_loop.state.slugs import SlugCollision, qualified_slug, slug_of, tmux_name_of
+from the_loop.state.store import WorkItemStore
 
 WEB_APP, ACME_WEB = "github:acme/web-app#1", "github:acme-web/app#1"  # both github-acme-web-app-1
 
@@ -83,8 +83,8 @@ def test_a_record_that_names_another_work_item_is_reported_and_never_read_or_wri
     assert slug_of(layout, WEB_APP) == qualified_slug(parse_ref(WEB_APP)) and json.loads(path.read_text()) == tampered
 
     # The race the check under the lock is for: the name was chosen before another process wrote its record there.
-    monkeypatch.setattr("the_loop.store.slug_of", lambda _layout, _ref: "github-acme-web-app-1")
-    monkeypatch.setattr("the_loop.registry.slug_of", lambda _layout, _ref: "github-acme-web-app-1")
+    monkeypatch.setattr("the_loop.state.store.slug_of", lambda _layout, _ref: "github-acme-web-app-1")
+    monkeypatch.setattr("the_loop.state.registry.slug_of", lambda _layout, _ref: "github-acme-web-app-1")
     assert store.read(WEB_APP) is None
     with pytest.raises(SlugCollision, match="holds the record of github:acme-web/app#1"):
         store.update_section(WEB_APP, "control", {"command": "stop"})

@@ -19,7 +19,7 @@ from the_loop.interfaces import Attribute, GeneratedPath
 from the_loop.plugins import PluginHost
 from the_loop.refs import WorkItemRef
 from the_loop.state import ATTRIBUTE_KINDS, StateLayout, gitignore_block
-from the_loop.store import WorkItemStore
+from the_loop.state.store import WorkItemStore
 from the_loop.testing import LoopEnv, gitignore_ignores
 
 REPO = Path(__file__).resolve().parents[2]

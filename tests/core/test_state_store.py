@@ -21,7 +21,7 @@ from the_loop import events, hookimpl
 from the_loop.interfaces import TicketProvider
 from the_loop.refs import WorkItemRef
 from the_loop.state import GENERATED_PATHS, StateError, StateLayout, dump_json, gitignore_block
-from the_loop.store import WorkItemStore
+from the_loop.state.store import WorkItemStore
 from the_loop.testing import gitignore_ignores
 
 REF = "github:octo/repo#15"
@@ -279,7 +279,7 @@ _WRITER = """
 import os, sys, time
 from pathlib import Path
 from the_loop.state import StateLayout
-from the_loop.store import WorkItemStore
+from the_loop.state.store import WorkItemStore
 from the_loop.testing import gitignore_ignores
 
 root, go, own, count = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
@@ -316,7 +316,7 @@ _LOOPER = """
 import sys
 from pathlib import Path
 from the_loop.state import StateLayout
-from the_loop.store import WorkItemStore
+from the_loop.state.store import WorkItemStore
 from the_loop.testing import gitignore_ignores
 
 store = WorkItemStore(StateLayout(Path(sys.argv[1])), url_for=lambda ref: None)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.fake_harness import FakeHarness
+from the_loop.sessions.tmux import DeliveryError, SpawnError, TargetError, TmuxRunner, tmux_target
 from the_loop.testing import wait_for
-from the_loop.tmux import DeliveryError, SpawnError, TargetError, TmuxRunner, tmux_target
-from the_loop.tmux_shim import TmuxShim, split_commands, violations
+from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.tmux_shim import TmuxShim, split_commands, violations
 
 TOKEN = "ghp_not-a-real-token-0123456789"
 
@@ -579,7 +579,7 @@ def test_split_commands_reads_argv_the_way_tmux_does() -> None:
 def test_pane_text_for_the_event_log_has_every_credential_masked_whole_or_by_its_shown_tail(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from the_loop.tmux import redact
+    from the_loop.sessions.tmux import redact
 
     key = "sk-ant-api03-" + "x" * 30 + "0123456789abcdefghij"
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)

@@ -26,10 +26,10 @@ import yaml
 
 from the_loop import events
 from the_loop.config import load_config
-from the_loop.registry import Endpoint, SessionRegistry
+from the_loop.daemon.webterminal import WebTerminal, ttyd_argv
 from the_loop.state import StateLayout
+from the_loop.state.registry import Endpoint, SessionRegistry
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
-from the_loop.webterminal import WebTerminal, ttyd_argv
 
 TESTS_CORE = Path(__file__).parent
 

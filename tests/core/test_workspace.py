@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop import events, fake_plugin, workspace
+from the_loop import events
 from the_loop.config import LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher
-from the_loop.fake_harness import FakeHarness
 from the_loop.models import WorkEvent
 from the_loop.refs import parse_ref
-from the_loop.tmux import TmuxRunner
+from the_loop.sessions import workspace
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.testing import fake_plugin
+from the_loop.testing.fake_harness import FakeHarness
 
 REF = parse_ref("github:octo/repo#15")
 

@@ -17,12 +17,12 @@ import yaml
 
 from the_loop import events
 from the_loop.config import LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher
 from the_loop.models import WorkEvent
 from the_loop.plugins import PluginHost, set_host
-from the_loop.registry import SessionRegistry
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import SessionRegistry
 from the_loop.testing import LoopEnv
-from the_loop.tmux import TmuxRunner
 
 REF = "fake:octo/repo#15"
 
@@ -39,7 +39,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> Iterator[PluginHost]:
     """The process-wide host as the CLI builds it: the example from its entry point, the fake ticket provider
     (refs ``fake:…``) by module path."""
     monkeypatch.setenv("THE_LOOP_LOAD_PLUGINS", "shell")
-    monkeypatch.setenv("THE_LOOP_EXTRA_PLUGINS", "the_loop.fake_plugin")
+    monkeypatch.setenv("THE_LOOP_EXTRA_PLUGINS", "the_loop.testing.fake_plugin")
     host = PluginHost.create()
     set_host(host)
     yield host

@@ -3,7 +3,7 @@
 A ref names one work item: ``<provider>:[<host>/]<owner>/<repo>#<n>`` (GitHub-like trackers; host, owner and repo
 are lower-cased, as forges compare them) or ``<provider>:<site>/<KEY>-<n>`` (Jira-like trackers). A ticketing
 provider adds its own validation, URLs and existence checks on top; nothing here knows any provider by name. The
-slug rule is not injective; which slug a work item owns is :mod:`the_loop.slugs`' business.
+slug rule is not injective; which slug a work item owns is :mod:`the_loop.state.slugs`' business.
 
 Kept free of pydantic so the CLI's fast paths (``status``, ``events``) can use it without paying for it.
 """

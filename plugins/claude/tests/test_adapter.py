@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from the_loop.config import ConfigError, LoadedConfig
-from the_loop.harness import HarnessError, adapter_for, launch_argv
 from the_loop.interfaces import Launch
+from the_loop.sessions.harness import HarnessError, adapter_for, launch_argv
 from the_loop.testing import LoopEnv
 from the_loop_claude.adapter import ClaudeAdapter
 
@@ -39,7 +39,7 @@ def launch(session_id: str = SESSION, prompt: str = PROMPT) -> Launch:
 
 
 def with_args(config: LoadedConfig, session_id: str = SESSION) -> Launch:
-    from the_loop.harness import harness_args
+    from the_loop.sessions.harness import harness_args
 
     return Launch(prompt=PROMPT, session_id=session_id, cwd=Path("/srv/work"), args=harness_args(config, "claude"))
 
@@ -164,7 +164,7 @@ def test_claude_alone_is_a_valid_default_harness(loop_env: LoopEnv) -> None:
 
 def test_the_conformance_kit_reads_a_paste_claude_code_wrapped_as_the_text_that_was_pasted() -> None:
     """Observed on a loaded machine: Claude Code hands a paste to the model between ``<pasted_content>`` tags."""
-    from the_loop.tmux import unframed
+    from the_loop.sessions.tmux import unframed
     from the_loop_claude.conformance import unwrapped
 
     multi = "A review from hubot:\n\n- first point\n\n```\ncode block\n```\nend of review"

@@ -1,4 +1,4 @@
-"""The harness conformance scenarios (:mod:`the_loop.conformance`) against the real Claude Code CLI, offline."""
+"""The harness conformance scenarios (:mod:`the_loop.testing.conformance`) against the real Claude Code CLI, offline."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.conformance import HarnessConformance, HarnessKit, HarnessStartFailure
+from the_loop.testing.conformance import HarnessConformance, HarnessKit, HarnessStartFailure
 from the_loop_claude.conformance import ClaudeKit
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop.conformance import REF, Rig, hermetic_path, rig_for
-from the_loop.registry import Endpoint
+from the_loop.state.registry import Endpoint
 from the_loop.testing import LoopEnv
+from the_loop.testing.conformance import REF, Rig, hermetic_path, rig_for
 from the_loop_claude.conformance import BYPASS_ARGS, TEST_API_KEY, ClaudeKit
 
 

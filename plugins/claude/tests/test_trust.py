@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from the_loop.config import ConfigError, LoadedConfig
-from the_loop.config_models import HarnessPluginsSection, HarnessTrustSection
+from the_loop.config.models import HarnessPluginsSection, HarnessTrustSection
 from the_loop_claude import trust
 from the_loop_claude.adapter import ClaudeAdapter
 from the_loop_claude.trust import ClaudePaths, PrepareError

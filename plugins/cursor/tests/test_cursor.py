@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
-from the_loop import events, fake_plugin
+from the_loop import events
 from the_loop.config import load_config
-from the_loop.dispatcher import Dispatcher
-from the_loop.harness import HarnessError, adapter_for
 from the_loop.interfaces import Launch
 from the_loop.models import WorkEvent
-from the_loop.testing import LoopEnv
-from the_loop.tmux import TmuxRunner
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.harness import HarnessError, adapter_for
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.testing import LoopEnv, fake_plugin
 from the_loop_cursor import plugin as cursor_plugin
 from the_loop_cursor.adapter import CursorAdapter
 

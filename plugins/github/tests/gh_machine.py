@@ -18,8 +18,8 @@ import gh_payloads
 from fake_github import FakeGitHub
 from gh_receiver import AUTO_LABEL, Receiver
 
-from the_loop.fake_harness import FakeHarness
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 HERE = Path(__file__).parent
 REF = "github:octo/repo#15"
@@ -99,7 +99,9 @@ def machine_for(env: LoopEnv, fake: FakeGitHub) -> Iterator[Machine]:
     logs = env.tmp / "harness-logs"
     logs.mkdir(exist_ok=True)
     (env.tmp / "work").mkdir(exist_ok=True)
-    env.env.update(THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"))
+    env.env.update(
+        THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl")
+    )
     found = Machine(env, fake, socket, logs)
     try:
         yield found

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from the_loop.signing import signature
+from the_loop.ingress.signing import signature
 
 PAYLOADS = Path(__file__).parent / "payloads"
 SECRET = "s3cret"

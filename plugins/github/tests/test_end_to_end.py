@@ -2,7 +2,7 @@
 harness, with the real PyGithub client against the fake GitHub API (ingress-routing.md §6, A…).
 
 The receiver is the real daemon (``the-loop daemon run gh-webhook``) with ``routing.enabled``; the harness is the
-fake one (``the_loop.fake_plugin`` through ``THE_LOOP_EXTRA_PLUGINS``), on a private tmux server.
+fake one (``the_loop.testing.fake_plugin`` through ``THE_LOOP_EXTRA_PLUGINS``), on a private tmux server.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import yaml
 from fake_github import FakeGitHub
 from gh_receiver import AUTO_LABEL, Receiver
 
-from the_loop.fake_harness import FakeHarness
-from the_loop.slugs import slug_of
 from the_loop.state import StateLayout
+from the_loop.state.slugs import slug_of
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 HERE = Path(__file__).parent
 REF = "github:octo/repo#15"
@@ -120,7 +120,7 @@ def loop(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callable[..., Loo
         logs.mkdir(exist_ok=True)
         (gh_env.tmp / "work").mkdir(exist_ok=True)
         gh_env.env.update(
-            THE_LOOP_EXTRA_PLUGINS=",".join(["the_loop.fake_plugin", *plugins]),
+            THE_LOOP_EXTRA_PLUGINS=",".join(["the_loop.testing.fake_plugin", *plugins]),
             FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
         )
         if plugins:
@@ -442,9 +442,9 @@ def test_a24_cleanup_releases_everything_and_later_comments_do_not_spawn(loop: C
 def test_a24_cleanup_without_a_session_removes_a_stale_checkout(loop: Callable[..., Loop], gh_env: LoopEnv) -> None:
     """A24 as written: a checkout left behind under ``routing.workspace.root`` (a real git worktree of a local bare
     repository), no session at all; ``the-loop cleanup`` removes it and disarms the item."""
-    from the_loop import workspace
     from the_loop.config import load_config
     from the_loop.refs import parse_ref
+    from the_loop.sessions import workspace
     from the_loop.testing import bare_repository
 
     bare_repository(gh_env.tmp)
@@ -798,8 +798,8 @@ def test_the_real_claude_from_a_fresh_home_takes_a_signed_start_comments_a_crash
 ) -> None:
     """Issue 15, "done when": the real Claude Code TUI behind the real receiver, offline against the fake Anthropic
     API, from a fresh HOME with ANTHROPIC_API_KEY exported. The oracle is what the model received."""
-    from the_loop.conformance import hermetic_path, process_running
-    from the_loop.fake_anthropic import FakeAnthropic
+    from the_loop.testing.conformance import hermetic_path, process_running
+    from the_loop.testing.fake_anthropic import FakeAnthropic
     from the_loop_claude import transcript
     from the_loop_claude.conformance import BYPASS_ARGS, TEST_API_KEY
 

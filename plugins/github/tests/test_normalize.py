@@ -11,7 +11,7 @@ import gh_payloads as g
 import pytest
 
 from the_loop.models import InboundEvent
-from the_loop.prompts import TRUNCATED, render_excerpt
+from the_loop.sessions.prompts import TRUNCATED, render_excerpt
 from the_loop_github.normalize import Drop, normalize
 
 

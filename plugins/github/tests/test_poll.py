@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from fake_github import BOT, TOKEN, FakeGitHub
 
-from the_loop.fake_harness import FakeHarness
 from the_loop.testing import LoopEnv, kill_lock_holders, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 AUTO = "the-loop: auto-execute"
 REPO = "octo/repo"
@@ -146,7 +146,9 @@ def world(gh_env: LoopEnv) -> Iterator[Callable[..., World]]:
         logs = gh_env.tmp / "harness-logs"
         logs.mkdir(exist_ok=True)
         (gh_env.tmp / "work").mkdir(exist_ok=True)
-        gh_env.env.update(THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"))
+        gh_env.env.update(
+            THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl")
+        )
         gh_env.write_config(poller_config(gh_env, fake, socket, routing, repositories, **polling))
         made_world = World(gh_env, fake, socket, logs)
         made.append((made_world, fake))
@@ -1102,10 +1104,10 @@ def loop(
     import shutil
 
     import the_loop_github.plugin
-    from the_loop import fake_plugin
     from the_loop.config import load_config
-    from the_loop.inbox import Inbox, InboxWorker
-    from the_loop.router import Router, inbox_handler
+    from the_loop.ingress.inbox import Inbox, InboxWorker
+    from the_loop.routing.router import Router, inbox_handler
+    from the_loop.testing import fake_plugin
     from the_loop_github.poll import GitHubPollSource
 
     made: list[tuple[FakeGitHub, str]] = []
@@ -1300,8 +1302,8 @@ def test_b21_a_listing_taken_before_a_webhook_close_never_reopens_the_item(gh_en
     now may reopen it, and that answer is "closed"."""
     import threading
 
-    from the_loop import closing
     from the_loop.interfaces import ServiceContext
+    from the_loop.sessions import closing
 
     with FakeGitHub(tokens={TOKEN: BOT}) as fake:
         fake.add_issue(REPO, 1, labels=[AUTO], author="alice")

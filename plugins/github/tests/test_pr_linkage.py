@@ -71,7 +71,7 @@ def test_x3a_the_provider_asks_graphql_and_a_failure_is_no_answer(provider: Any,
 def test_x5_existence_answers_are_cached_up_to_256_and_only_definite_ones(
     provider: Any, fake_github: FakeGitHub
 ) -> None:
-    from the_loop.router import EXISTENCE_CACHE_SIZE, Router
+    from the_loop.routing.router import EXISTENCE_CACHE_SIZE, Router
 
     router = Router(provider.config)
     fake_github.add_issue("octo/repo", 1000)

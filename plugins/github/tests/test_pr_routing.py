@@ -507,8 +507,8 @@ def test_x7_a_binding_that_cannot_be_written_is_logged_and_never_raises(
     nothing else (the injected fault is the disk refusing the record)."""
     from the_loop import events
     from the_loop.refs import parse_ref
-    from the_loop.registry import Endpoint, SessionRegistry
-    from the_loop.router import Router
+    from the_loop.routing.router import Router
+    from the_loop.state.registry import Endpoint, SessionRegistry
 
     log = gh_env.root / "logs" / "events.jsonl"
     events.configure(log, "test")

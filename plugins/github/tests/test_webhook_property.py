@@ -13,7 +13,7 @@ import gh_payloads as g
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from the_loop.signing import signature
+from the_loop.ingress.signing import signature
 from the_loop.testing import wait_for
 from the_loop_github.normalize import DEFAULT_EVENTS
 

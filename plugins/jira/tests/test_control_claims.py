@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from the_loop import control_claims, events
+from the_loop import events
+from the_loop.routing import claims as control_claims
 from the_loop.state import StateLayout
 from the_loop.testing import LoopEnv
 

@@ -21,9 +21,9 @@ import pytest
 from fake_jira import FakeJira
 from jira_fixtures import EMAIL, SECRET, TOKEN, base_config
 
-from the_loop.fake_harness import FakeHarness
-from the_loop.signing import signature
+from the_loop.ingress.signing import signature
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop.testing.fake_harness import FakeHarness
 
 REF = "jira:jira.test/PROJ-12"
 SLUG = "jira-jira.test-PROJ-12"
@@ -87,7 +87,7 @@ def world(jira_env: LoopEnv, fake_jira: FakeJira) -> Iterator[World]:
     work.mkdir()
     port = free_port()
     jira_env.env.update(
-        THE_LOOP_EXTRA_PLUGINS="the_loop.fake_plugin",
+        THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin",
         THE_LOOP_DISABLE_PLUGINS="github",
         FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
         THE_LOOP_JIRA_WEBHOOK_SECRET=SECRET,
@@ -250,7 +250,7 @@ def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(world:
 
 
 ROSTER = """
-from the_loop.lifecycle import LifecycleHooks, WorkItemStart
+from the_loop.hooks.lifecycle import LifecycleHooks, WorkItemStart
 
 
 class Roster(LifecycleHooks):

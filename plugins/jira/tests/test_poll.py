@@ -9,8 +9,8 @@ import pytest
 from fake_jira import FakeJira
 from jira_fixtures import base_config
 
+from the_loop.ingress.poller import run_cycle
 from the_loop.interfaces import ServiceContext
-from the_loop.poller import run_cycle
 from the_loop.refs import parse_ref
 from the_loop.testing import LoopEnv
 from the_loop_jira.poll import JiraPollSource
@@ -267,7 +267,7 @@ def test_one_tickets_unexpected_failure_leaves_the_others_polled(
     """A state error on one ticket (its record cannot be written) is that ticket's ``poll.item_error``, not the
     cycle's: the tickets after it are still polled."""
     from the_loop.state import StateError
-    from the_loop.store import WorkItemStore
+    from the_loop.state.store import WorkItemStore
 
     fake_jira.add_issue("PROJ-13", labels=["the-loop:auto-execute"])
     comment = fake_jira.add_comment("PROJ-13", "hello", "acc-x")
@@ -336,7 +336,7 @@ def test_j13_a_passing_myself_failure_retries_the_ticket_rather_than_refuse_a_re
 def test_a_reopened_ticket_seen_by_the_poller_closes_again(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
     """Jira sends no reopened event: a ticket that ended by closing and is listed again was reopened, so the inbox
     forgets its close keys and the next Done is a new close rather than a duplicate of the first."""
-    from the_loop.inbox import Inbox
+    from the_loop.ingress.inbox import Inbox
     from the_loop_jira.normalize import closure_event
 
     config = load()

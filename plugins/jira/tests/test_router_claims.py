@@ -6,10 +6,11 @@ from typing import Any
 
 from fake_jira import FakeJira
 
-from the_loop import control, control_claims
-from the_loop.dispatcher import Outcome
 from the_loop.refs import parse_ref
-from the_loop.router import Router
+from the_loop.routing import claims as control_claims
+from the_loop.routing import control
+from the_loop.routing.router import Router
+from the_loop.sessions.dispatcher import Outcome
 from the_loop.testing import LoopEnv
 from the_loop_jira.client import JiraComment, JiraIssue
 from the_loop_jira.normalize import comment_event
@@ -40,7 +41,7 @@ def test_e5_a_control_comment_executes_once(load: Any, fake_jira: FakeJira, jira
 def test_j19_control_record_names_the_jira_account(load: Any, fake_jira: FakeJira) -> None:
     config = load()
     Router(config).handle(pause_comment())
-    from the_loop.store import WorkItemStore
+    from the_loop.state.store import WorkItemStore
 
     recorded = (WorkItemStore(config.state, config=config).read(REF) or {})["control"]
     assert recorded["actor"] == "acc-ok" and recorded["source"] == "comment"
@@ -83,9 +84,9 @@ def test_j26_a_channel_relayed_command_reaches_jira_as_a_relay_and_executes(
     import json
 
     from the_loop.channels import COMMAND_KIND, envelope
+    from the_loop.ingress.poller import run_cycle
     from the_loop.interfaces import ServiceContext
     from the_loop.models import InboundEvent
-    from the_loop.poller import run_cycle
     from the_loop_jira.markup import RELAY_MARKER
     from the_loop_jira.poll import JiraPollSource
     from the_loop_jira.ticketing import JiraTicketProvider

@@ -9,9 +9,9 @@ import pytest
 from fake_jira import FakeJira
 from jira_fixtures import SECRET
 
+from the_loop.ingress.signing import signature
 from the_loop.models import InboundEvent
-from the_loop.router import Router
-from the_loop.signing import signature
+from the_loop.routing.router import Router
 from the_loop.testing import LoopEnv
 from the_loop_jira.webhook import JiraWebhook
 
@@ -124,8 +124,8 @@ def test_self_comment_rung_is_settled(hook: JiraWebhook, fake_jira: FakeJira, ji
 def test_j23_issue_updated_on_an_armed_started_ticket_is_presence(
     hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
 ) -> None:
-    from the_loop import control
     from the_loop.refs import parse_ref
+    from the_loop.routing import control
 
     updated = {"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}
     assert ring(hook, updated).status == 202
@@ -237,9 +237,9 @@ def test_reopened_ticket_seen_by_the_doorbell_closes_again(
     hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
 ) -> None:
     """Jira sends no reopened event: Done, reopened, Done again must be two closes, not one and a duplicate."""
-    from the_loop.inbox import Inbox
+    from the_loop.ingress.inbox import Inbox
     from the_loop.refs import parse_ref
-    from the_loop.store import WorkItemStore
+    from the_loop.state.store import WorkItemStore
 
     ref = parse_ref("jira:jira.test/PROJ-12")
     store = WorkItemStore(hook.config.state, config=hook.config)

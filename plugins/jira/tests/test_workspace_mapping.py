@@ -10,8 +10,8 @@ from typing import Any
 from fake_jira import FakeJira
 from jira_fixtures import base_config
 
-from the_loop import workspace
 from the_loop.refs import parse_ref
+from the_loop.sessions import workspace
 from the_loop.testing import LoopEnv, bare_repository
 
 

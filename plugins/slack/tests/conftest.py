@@ -17,8 +17,8 @@ if str(HERE) not in sys.path:
 from fake_slack import FakeSlack, Server  # noqa: E402
 from slack_world import APP_TOKEN, BOT_TOKEN, Loop, write_config  # noqa: E402
 
-from the_loop import fake_plugin  # noqa: E402
-from the_loop.tmux import TmuxRunner  # noqa: E402
+from the_loop.sessions.tmux import TmuxRunner  # noqa: E402
+from the_loop.testing import fake_plugin  # noqa: E402
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from fake_slack import FakeSlack, Server
 
 from the_loop import events
 from the_loop.config import LoadedConfig, load_config
-from the_loop.dispatcher import Dispatcher
-from the_loop.fake_harness import FakeHarness
 from the_loop.models import Actor, InboundEvent, WorkEvent
-from the_loop.registry import SessionRegistry
-from the_loop.tmux import TmuxRunner
+from the_loop.sessions.dispatcher import Dispatcher
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state.registry import SessionRegistry
+from the_loop.testing.fake_harness import FakeHarness
 
 BOT_TOKEN = "xoxb-test-0123456789-secretbot"
 APP_TOKEN = "xapp-test-0123456789-secretapp"
@@ -90,7 +90,7 @@ class Loop:
         return channels.read_cycle(self.config, self.channel())
 
     def route(self) -> int:
-        from the_loop.router import route_pending
+        from the_loop.routing.router import route_pending
 
         return route_pending(self.config)
 
@@ -140,9 +140,8 @@ def config_in_process(config_path: str, env: dict[str, str], source: str) -> Loa
 
     os.environ.update(env)
     import the_loop_slack.plugin
-    from the_loop import fake_plugin
     from the_loop.plugins import set_host
-    from the_loop.testing import TestHost
+    from the_loop.testing import TestHost, fake_plugin
 
     host = TestHost.create(load_entrypoints=False)
     host.register(fake_plugin, "fake")

@@ -12,17 +12,18 @@ import pytest
 from fake_slack import BOT_USER
 from slack_world import DANA, REF, Loop, dana_comment
 
-from the_loop import channel_outbox, channels
-from the_loop.dispatcher import Dispatcher, Outcome
-from the_loop.inbox import Inbox
+from the_loop import channels
+from the_loop.channels import outbox as channel_outbox
+from the_loop.ingress.inbox import Inbox
 from the_loop.interfaces import InboundMessage
 from the_loop.models import WorkEvent
 from the_loop.refs import parse_ref
-from the_loop.registry import SessionRegistry
+from the_loop.sessions.dispatcher import Dispatcher, Outcome
+from the_loop.state.registry import SessionRegistry
 
 
 def test_a_cleanup_keeps_the_thread_cursor_so_a_relayed_command_is_never_relayed_again(loop: Loop) -> None:
-    from the_loop import closing
+    from the_loop.sessions import closing
 
     loop.reload(publish=["work-item.reply", "control.command"])
     loop.spawn()
@@ -52,7 +53,7 @@ class FailingOnce(Dispatcher):
 
 
 def test_a_retried_dispatch_publishes_its_comment_human_once(loop: Loop) -> None:
-    from the_loop.router import Router
+    from the_loop.routing.router import Router
 
     harness = loop.spawn()
     event = dana_comment("please also update the changelog", 77)
@@ -116,7 +117,7 @@ def test_a_slow_root_post_never_holds_up_a_reply_claim(loop: Loop) -> None:
 
 
 def test_closing_a_work_item_with_no_conversation_opens_none(loop: Loop) -> None:
-    from the_loop import closing
+    from the_loop.sessions import closing
 
     loop.slack.fail("chat.postMessage", 500, times=1)
     loop.spawn()  # tracked, but its root failed: no conversation

@@ -12,7 +12,8 @@ from typing import Any
 
 from slack_world import BOT_TOKEN, CHANNEL, REF, Loop, config_in_process
 
-from the_loop import channel_outbox, channels
+from the_loop import channels
+from the_loop.channels import outbox as channel_outbox
 from the_loop.refs import parse_ref
 
 
@@ -173,6 +174,6 @@ def _env(loop: Loop) -> dict[str, str]:
     path = str(Path(__file__).parent)
     return {
         **os.environ,
-        "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin",
+        "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin",
         "PYTHONPATH": os.pathsep.join(filter(None, [path, os.environ.get("PYTHONPATH", "")])),
     }

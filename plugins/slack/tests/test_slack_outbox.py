@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 from slack_world import APP_TOKEN, BOT_TOKEN, CHANNEL, DANA, REF, Loop, config_in_process, dana_comment
 
-from the_loop import channel_outbox, channels
+from the_loop import channels
+from the_loop.channels import outbox as channel_outbox
 
 ITEMS = ["fake:octo/repo#1", "fake:octo/repo#2", "fake:octo/repo#3"]
 
 
 def status_text(loop: Loop) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin"}
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin"}
     command = [sys.executable, "-m", "the_loop", "--config", str(loop.config.ref.path), "status"]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
@@ -71,7 +72,7 @@ def test_a_new_event_waits_behind_its_work_items_backlog(loop: Loop) -> None:
 
 
 def test_a_person_s_ticket_comment_is_published_as_comment_human(loop: Loop) -> None:
-    from the_loop.router import Router
+    from the_loop.routing.router import Router
 
     harness = loop.spawn()
     event = dana_comment("please also update the docs", 1)
@@ -84,7 +85,7 @@ def test_a_person_s_ticket_comment_is_published_as_comment_human(loop: Loop) -> 
 
 
 def test_closing_the_work_item_publishes_work_item_closed(loop: Loop) -> None:
-    from the_loop import closing
+    from the_loop.sessions import closing
 
     loop.spawn()
     closing.work_item_ended(loop.config, REF, reason="issue-closed", actor="", authorized=False, source="webhook")
@@ -138,7 +139,7 @@ def test_d25_no_token_byte_reaches_the_state_root_the_event_log_or_channels_stat
     loop.slack.add_message(bound["channel"], user=DANA, text="a reply", thread_ts=bound["thread"])
     channels.read_cycle(loop.config, loop.channel())
     loop.route()
-    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin"}
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin"}
     shown = subprocess.run(
         [
             sys.executable,
@@ -172,7 +173,7 @@ def test_d25_no_token_byte_reaches_the_state_root_the_event_log_or_channels_stat
 
 
 def test_channels_threads_lists_bindings_and_exits_1_when_none(loop: Loop) -> None:
-    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin"}
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin"}
     base = [sys.executable, "-m", "the_loop", "--config", str(loop.config.ref.path), "channels", "threads"]
     assert subprocess.run(base, env=env, capture_output=True, text=True, timeout=60).returncode == 1
     loop.spawn()

@@ -9,7 +9,7 @@ from fake_slack import BOT_USER
 from slack_world import DANA, REF, Loop
 
 from the_loop import channels
-from the_loop.inbox import Inbox
+from the_loop.ingress.inbox import Inbox
 
 STRANGER = "U0STRANGER"
 
@@ -154,7 +154,7 @@ def test_an_empty_allow_list_lets_nobody_in(loop: Loop, monkeypatch: object) -> 
 def test_a_collaborator_granted_on_the_item_is_heard_in_its_thread_and_nowhere_else(loop: Loop) -> None:
     """issue-307 on the channel path: the grant lets a reply through to this item's session (input only), and the
     router agrees with the channel's check, so the reply is delivered rather than dropped further on."""
-    from the_loop.store import WorkItemStore
+    from the_loop.state.store import WorkItemStore
 
     harness = loop.spawn()
     channel, thread = loop.thread()

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from slack_world import CHANNEL, DANA, REF, Loop, dana_comment
 
-from the_loop import channel_outbox, channels
+from the_loop import channels
+from the_loop.channels import outbox as channel_outbox
 from the_loop.config import ConfigError
-from the_loop.inbox import Inbox
+from the_loop.ingress.inbox import Inbox
 from the_loop.interfaces import ChannelError
 from the_loop.refs import parse_ref
-from the_loop.registry import SessionRegistry
+from the_loop.state.registry import SessionRegistry
 
 COLLABORATOR = "U0COLLAB"
 
@@ -28,7 +29,7 @@ def drops(loop: Loop) -> list[str]:
 
 
 def test_unauthorized_act_a_collaborator_may_reply_but_never_relay_a_control_keyword(loop: Loop) -> None:
-    from the_loop.store import WorkItemStore
+    from the_loop.state.store import WorkItemStore
 
     loop.reload(publish=["work-item.reply", "control.command"])
     harness = loop.spawn()
@@ -175,7 +176,7 @@ def test_an_unreadable_undelivered_entry_is_removed_and_never_blocks_the_queue(l
 
 
 def _cli(loop: Loop, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin"}
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin"}
     command = [sys.executable, "-m", "the_loop", "--config", str(loop.config.ref.path), "channels", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
@@ -194,7 +195,7 @@ def test_channels_poll_runs_one_cycle_and_exits_1_when_skipped(loop: Loop) -> No
 
 
 def test_d16_a_reply_to_a_paused_session_is_recorded_and_dropped_undeliverable(loop: Loop) -> None:
-    from the_loop import control
+    from the_loop.routing import control
 
     harness = loop.spawn()
     assert control.set_session_status(loop.config, parse_ref(REF), "paused")
@@ -247,7 +248,7 @@ def test_a_channel_name_is_resolved_once_and_an_unknown_one_refuses_every_post_w
 
 
 def test_a_ticket_comment_carrying_an_envelope_is_never_published_back_to_the_channel(loop: Loop) -> None:
-    from the_loop.router import Router
+    from the_loop.routing.router import Router
 
     harness = loop.spawn()
     posts = len(loop.slack.posts())
@@ -259,7 +260,7 @@ def test_a_ticket_comment_carrying_an_envelope_is_never_published_back_to_the_ch
 
 
 def test_a_poll_reads_only_open_work_items_and_stops_its_cycle_on_a_429(loop: Loop) -> None:
-    from the_loop import closing
+    from the_loop.sessions import closing
 
     items = ["fake:octo/repo#21", "fake:octo/repo#22", "fake:octo/repo#23"]
     for item in items:

@@ -149,7 +149,7 @@ def test_a_reply_seen_by_both_the_poll_and_the_socket_reaches_the_session_once(s
 def test_d23_a_second_listener_exits_1_naming_the_holder_and_opens_no_socket(socket_loop: Loop) -> None:
     env = {
         **os.environ,
-        "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin",
+        "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin",
         "THE_LOOP_SLACK_BOT_TOKEN": BOT_TOKEN,
         "THE_LOOP_SLACK_APP_TOKEN": APP_TOKEN,
     }
@@ -207,7 +207,7 @@ def test_issue_362_the_listener_logs_the_scopes_it_lacks_at_connect(socket_loop:
 
 def test_channels_status_probe_names_a_missing_scope_and_exits_1(socket_loop: Loop) -> None:
     socket_loop.slack.scopes = "chat:write,reactions:write,app_mentions:read"
-    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.fake_plugin"}
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin"}
     command = [sys.executable, "-m", "the_loop", "--config", str(socket_loop.config.ref.path), "channels", "status"]
     shown = subprocess.run([*command, "--probe"], env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 1 and "missing scope channels:history" in shown.stdout

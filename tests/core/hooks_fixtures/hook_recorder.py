@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from the_loop.lifecycle import LifecycleContext, LifecycleHooks
+from the_loop.hooks.lifecycle import LifecycleContext, LifecycleHooks
 
 
 class Recorder(LifecycleHooks):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from the_loop.lifecycle import LifecycleHooks, SessionSpawn
+from the_loop.hooks.lifecycle import LifecycleHooks, SessionSpawn
 
 
 class HouseRules(LifecycleHooks):

@@ -3,7 +3,7 @@ whose constructor raises."""
 
 from __future__ import annotations
 
-from the_loop.lifecycle import LifecycleHooks
+from the_loop.hooks.lifecycle import LifecycleHooks
 
 
 class First(LifecycleHooks):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def ask(ctx: click.Context, ref: WorkItemRef, question: str) -> None:
     """Ask a question on the work item and record that the session waits for an answer. Prints
     {"workItem", "commentId"} as JSON."""
-    from the_loop.lifecycle import decide
+    from the_loop.hooks.lifecycle import decide
 
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="--question")

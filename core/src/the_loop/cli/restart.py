@@ -15,7 +15,7 @@ from the_loop.cli.start import chosen_services, show
 @click.pass_context
 def restart(ctx: click.Context, names: tuple[str, ...]) -> None:
     """Stop, then start, every service (or only the named ones). Exit 0 iff both halves are ok."""
-    from the_loop import services
+    from the_loop.daemon import services
 
     click.echo(f"the-loop {__version__}")
     config, specs = chosen_services(ctx, names)

@@ -12,14 +12,14 @@ from the_loop.cli._app import app
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
+    from the_loop.daemon.services import Row
     from the_loop.interfaces import ServiceSpec
-    from the_loop.services import Row
 
 
 def chosen_services(ctx: click.Context, names: tuple[str, ...]) -> tuple[LoadedConfig, list[ServiceSpec]]:
     """The loaded config and the named services (every service when none is named); an unknown name exits 2.
     Shared by ``start``, ``stop`` and ``restart``."""
-    from the_loop import services
+    from the_loop.daemon import services
 
     application = app(ctx)
     config = application.config()
@@ -48,7 +48,7 @@ def start(ctx: click.Context, names: tuple[str, ...], foreground: bool) -> None:
 
     A service counts as started only once it holds its pidfile lock. Exit 0 unless a service failed or is
     misconfigured."""
-    from the_loop import services
+    from the_loop.daemon import services
 
     if foreground:
         if len(names) != 1:

@@ -17,7 +17,7 @@ def status(ctx: click.Context, output_format: str) -> None:
     heartbeat. Writes nothing, starts nothing.
 
     Exit 0 iff every enabled service runs; 1 otherwise; 2 when the config cannot load."""
-    from the_loop import services
+    from the_loop.daemon import services
 
     application = app(ctx)
     config = application.config()

@@ -17,7 +17,7 @@ def stop(ctx: click.Context, names: tuple[str, ...]) -> None:
 
     Sends SIGTERM to the process holding each pidfile lock and waits for the lock to clear (30 s, or
     $THE_LOOP_STOP_TIMEOUT); deletes stale pidfiles. Exit 0 iff every service is stopped or was not running."""
-    from the_loop import services
+    from the_loop.daemon import services
 
     _config, specs = chosen_services(ctx, names)
     rows = []

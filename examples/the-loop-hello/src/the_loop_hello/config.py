@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from the_loop.config_models import Section
+from the_loop.config.models import Section
 
 
 class HelloSettings(Section):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from the_loop.config_models import Section
+from the_loop.config.models import Section
 
 
 class ShellAgentSettings(Section):

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationInfo, field_validator, model_validator
 
-from the_loop.config_models import Section
+from the_loop.config.models import Section
 
 
 class ClaudeSettings(Section):

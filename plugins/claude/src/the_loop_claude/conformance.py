@@ -2,7 +2,8 @@
 
 Claude Code runs from a fresh ``HOME`` with ``ANTHROPIC_BASE_URL`` pointing at :class:`FakeAnthropic` on
 loopback, so it completes real turns and writes real transcripts. What the model received is read from the fake
-API's log (:func:`the_loop.fake_anthropic.conversation_turns`); the conversation Claude Code kept is its transcript.
+API's log (:func:`the_loop.testing.fake_anthropic.conversation_turns`); the conversation Claude Code kept is its
+transcript.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from the_loop.conformance import HarnessKit, hermetic_path
-from the_loop.fake_anthropic import FakeAnthropic
-from the_loop.tmux import unframed
+from the_loop.sessions.tmux import unframed
+from the_loop.testing.conformance import HarnessKit, hermetic_path
+from the_loop.testing.fake_anthropic import FakeAnthropic
 
 # Shaped like a real key (Claude Code shows and records its last 20 characters); the fake API accepts any.
 TEST_API_KEY = "sk-ant-api03-conformance-0123456789-abcdefghijklmnopqrstuvwxyz-AAAA"

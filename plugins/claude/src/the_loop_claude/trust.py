@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from the_loop.state import Corrupt, StateError, atomic_write_bytes, dump_json, load_json, locked
 
 if TYPE_CHECKING:
-    from the_loop.config_models import HarnessPluginsSection, HarnessTrustSection
+    from the_loop.config.models import HarnessPluginsSection, HarnessTrustSection
 
 MARKETPLACE = "the-loop"
 PLUGIN = "the-loop@the-loop"

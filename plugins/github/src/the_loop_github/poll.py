@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from the_loop import __version__, control, events
-from the_loop.inbox import Inbox
+from the_loop import __version__, events
+from the_loop.ingress.inbox import Inbox
+from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.models import InboundEvent
-from the_loop.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due
 from the_loop.refs import RefError, WorkItemRef, parse_ref
-from the_loop.registry import SessionRegistry
-from the_loop.store import WorkItemStore
+from the_loop.routing import control
+from the_loop.state.registry import SessionRegistry
+from the_loop.state.store import WorkItemStore
 from the_loop_github.linkage import linked_refs
 from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
 from the_loop_github.refs import DEFAULT_HOST, SCHEME, host_of, ref_for
@@ -522,7 +523,7 @@ class GitHubPollSource(PollSource):
         is_pull = "pull_request" in item
         record = self.store.read(ref) or {}
         if "ended" in record:
-            from the_loop import closing
+            from the_loop.sessions import closing
 
             # the listing may predate a close the webhook just ended it by: GitHub's answer now decides
             data, _, _ = self.client.get(scope.host, f"{scope.api}/issues/{item['number']}")
@@ -844,7 +845,7 @@ class GitHubPollSource(PollSource):
 
     def _authorized(self, login: str, refs: list[WorkItemRef], collaborators: bool = True) -> bool:
         """A named ``routing.authorizedUsers`` login, or (for comments) a collaborator granted on the item."""
-        from the_loop.router import principals
+        from the_loop.routing.router import principals
 
         if not login:
             return False  # an empty or deleted author is nobody (B R20)
@@ -1046,7 +1047,7 @@ class GitHubPollSource(PollSource):
     def _deleted(self, ref: WorkItemRef, cycle: Cycle, owner: str | None) -> bool:
         """An item GitHub answered 404/410 for twice in a row (deleted, transferred, access lost) ends as
         ``deleted`` through the one close path. Nobody closed it, so nothing is cleaned up (§4)."""
-        from the_loop import closing
+        from the_loop.sessions import closing
 
         self.clocks.update({str(ref): {"missingAt": ""}})
         self.cursors.pop(str(ref), None)

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from the_loop.config_models import Section
+from the_loop.config.models import Section
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _KEY = re.compile(r"^[A-Z][A-Z0-9_]{1,9}$")

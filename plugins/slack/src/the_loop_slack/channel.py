@@ -212,7 +212,7 @@ class SlackChannel(Channel):
     # --------------------------------------------------------------------------------------------- posting
 
     def open_conversation(self, ref: WorkItemRef, title: str) -> Mapping[str, Any]:
-        from the_loop.store import provider_url
+        from the_loop.state.store import provider_url
 
         home = self.home()
         client = self.client()

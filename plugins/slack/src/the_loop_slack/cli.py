@@ -27,7 +27,8 @@ def _channel(ctx: click.Context) -> Any:
 def status(ctx: click.Context, probe: bool, output_format: str) -> None:
     """Show the Slack channel's resolved settings, token presence, bound threads and undelivered backlog.
     Exit 1 when --probe finds a problem."""
-    from the_loop import channel_outbox, channels
+    from the_loop import channels
+    from the_loop.channels import outbox as channel_outbox
     from the_loop.interfaces import ChannelError
 
     channel = _channel(ctx)

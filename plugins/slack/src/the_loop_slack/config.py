@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from the_loop.config_models import Section
+from the_loop.config.models import Section
 
 log = logging.getLogger("the_loop_slack.config")
 

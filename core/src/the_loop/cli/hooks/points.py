@@ -13,7 +13,7 @@ from the_loop.cli._app import FORMAT_OPTION, print_json
 @FORMAT_OPTION
 def points(output_format: str) -> None:
     """List the lifecycle points: when each fires, its facts and its decisions with their defaults."""
-    from the_loop.lifecycle import CONTEXTS
+    from the_loop.hooks.lifecycle import CONTEXTS
 
     rows = [
         {

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 @click.pass_context
 def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool, web: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
-    from the_loop.dispatcher import runner_for
-    from the_loop.registry import SessionRegistry
+    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")
     record = SessionRegistry(config.state).load(str(ref))
@@ -54,7 +54,7 @@ def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool, web: bool) -> 
 
 def _print_web_login(config: LoadedConfig, target: str) -> None:
     """The browser terminal is the shared hub session on the same tmux server: open it, then switch to ``target``."""
-    from the_loop.webterminal import login
+    from the_loop.daemon.webterminal import login
 
     found = login(config) if config.core.routing.web_terminal.enabled else None
     if found is None:

@@ -23,7 +23,7 @@ def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool, output_format: 
     """Clean up REF: kill every endpoint's tmux session (harness ended first), remove its checkout and delete its
     local record, whatever the keep settings say; keep its portable record, with `cleanup` as its last control
     command so no event spawns it again. Touches nothing remote. Exit 1 when a step failed."""
-    from the_loop.closing import cleanup as cleanup_item
+    from the_loop.sessions.closing import cleanup as cleanup_item
 
     config = app(ctx).config(source="sessions")
     report = cleanup_item(config, ref, actor=operator(), source="cli")

@@ -11,8 +11,8 @@ from the_loop.cli._app import FORMAT_OPTION, app, print_json
 from the_loop.cli.sessions._common import WORK_ITEM
 
 if TYPE_CHECKING:
-    from the_loop.closing import CloseResult, EndpointClose
     from the_loop.refs import WorkItemRef
+    from the_loop.sessions.closing import CloseResult, EndpointClose
 
 
 def describe(endpoint: EndpointClose, attach: str) -> str:
@@ -55,7 +55,7 @@ def print_close(result: CloseResult) -> None:
 @click.pass_context
 def close(ctx: click.Context, ref: WorkItemRef, keep_tmux: bool | None, output_format: str) -> None:
     """Close REF's session: registry closed, tmux kept or killed. Records no control command; keeps the checkout."""
-    from the_loop.closing import close_session
+    from the_loop.sessions.closing import close_session
 
     config = app(ctx).config(source="sessions")
     result = close_session(config, ref, kill_tmux=None if keep_tmux is None else not keep_tmux)

@@ -52,8 +52,8 @@ def _pull_request(ref: WorkItemRef, value: str) -> WorkItemRef:
 @click.pass_context
 def link_pr(ctx: click.Context, ref: WorkItemRef, pull_request: str) -> None:
     """Record that PULL_REQUEST delivers REF: its events then reach REF's session, whatever its text says."""
-    from the_loop.registry import SessionRegistry
-    from the_loop.router import bind_pull_request
+    from the_loop.routing.router import bind_pull_request
+    from the_loop.state.registry import SessionRegistry
 
     pull = _pull_request(ref, pull_request)
     config = app(ctx).config(source="sessions")

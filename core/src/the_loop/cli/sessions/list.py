@@ -9,7 +9,7 @@ import click
 from the_loop.cli._app import app, print_json
 
 if TYPE_CHECKING:
-    from the_loop.tmux import ProbeState
+    from the_loop.sessions.tmux import ProbeState
 
 COLUMNS = ("Work item", "Harness", "Model", "Session id", "Tmux", "Status", "Control", "Last event")
 
@@ -22,9 +22,9 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
     """List every registered session, one row per endpoint (a work item's own and its pull requests').
 
     An active session whose tmux pane has exited or is gone shows as ``down``: the next event respawns it."""
-    from the_loop.dispatcher import runner_for
-    from the_loop.registry import SessionRegistry
-    from the_loop.store import WorkItemStore
+    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.state.registry import SessionRegistry
+    from the_loop.state.store import WorkItemStore
 
     config = app(ctx).config(source="sessions")
     store = WorkItemStore(config.state, config=config)

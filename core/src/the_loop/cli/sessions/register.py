@@ -28,9 +28,9 @@ def register(
 ) -> None:
     """Register REF's session with an existing conversation; its next event spawns the tmux session resuming it."""
     from the_loop import events
-    from the_loop.harness import HarnessError, adapter_for, spawn_workdir, valid_session_id
     from the_loop.interfaces import Launch
-    from the_loop.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
+    from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir, valid_session_id
+    from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
 
     config = app(ctx).config(source="sessions")
     if not valid_session_id(harness_session_id):

@@ -10,8 +10,8 @@ from the_loop.cli._app import FORMAT_OPTION, app, print_json
 from the_loop.cli.sessions._common import operator
 
 if TYPE_CHECKING:
-    from the_loop.closing import ResetReport
     from the_loop.refs import WorkItemRef
+    from the_loop.sessions.closing import ResetReport
 
 
 def _parse_all(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[WorkItemRef]:
@@ -64,11 +64,11 @@ def reset(ctx: click.Context, refs: list[WorkItemRef], all_items: bool, dry_run:
     """Reset work items: a live session is closed (tmux per keepSessionOnClose), the local record deleted, the
     portable control, poll, collaborators, collaborationChannels, ended and lifecycle sections cleared, the poll
     clock dropped, and the checkout removed unless keepCheckoutOnClose. The repository is never touched."""
-    from the_loop.closing import reset as reset_item
-    from the_loop.dispatcher import runner_for
     from the_loop.refs import RefError, parse_ref
-    from the_loop.registry import SessionRegistry
-    from the_loop.store import WorkItemStore
+    from the_loop.sessions.closing import reset as reset_item
+    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.state.registry import SessionRegistry
+    from the_loop.state.store import WorkItemStore
 
     if not refs and not all_items:
         raise click.UsageError("name the work items to reset: --work-item REF (repeatable), or --all")

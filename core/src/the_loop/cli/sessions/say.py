@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 @click.pass_context
 def say(ctx: click.Context, ref: WorkItemRef, text: str) -> None:
     """Deliver TEXT into REF's session (FIFO, dedupe, respawn of a crashed session, as for any event)."""
-    from the_loop.dispatcher import Dispatcher
     from the_loop.models import WorkEvent
+    from the_loop.sessions.dispatcher import Dispatcher
 
     if not text.strip():
         raise click.BadParameter("nothing to say", param_hint="--text")

@@ -19,7 +19,7 @@ from the_loop.cli.sessions._common import (
     set_status,
     ticket_comment,
 )
-from the_loop.control import arming_refusal
+from the_loop.routing.control import arming_refusal
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     """Arm REF and start its session (resume it if paused). Exit 0 once the session is registered."""
     from the_loop import events
-    from the_loop.dispatcher import Dispatcher
     from the_loop.models import WorkEvent
-    from the_loop.registry import SessionRegistry
+    from the_loop.sessions.dispatcher import Dispatcher
+    from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")
     record = SessionRegistry(config.state).load(str(ref))

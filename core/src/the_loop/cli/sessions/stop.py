@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 @click.pass_context
 def stop(ctx: click.Context, ref: WorkItemRef, comment: bool, output_format: str) -> None:
     """Stop REF: record `stop` (no event starts it again until `sessions start`), then close its session."""
-    from the_loop.closing import close_session
+    from the_loop.sessions.closing import close_session
 
     config = app(ctx).config(source="sessions")
     record_control(config, ref, "stop")  # first: from here on no event may spawn it

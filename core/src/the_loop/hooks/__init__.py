@@ -1,0 +1,1 @@
+"""Lifecycle points and their contexts, declared hooks and their executors, the remote-hook SDK."""

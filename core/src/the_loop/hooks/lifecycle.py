@@ -1,0 +1,688 @@
+"""Lifecycle points: the typed context each point's hooks receive, and the runner that asks them.
+
+At seven points where a work item turns, core asks hooks before it acts. A hook sees a context of read-only facts
+plus a few decision fields, and may change only the decisions: refuse (``proceed``/``reason``), reword
+(``prompt``, ``text``, ``question``, ``summary``) or silence (``announce``, ``notify``).
+
+Who is asked, in this order (:func:`run`):
+
+1. plugins implementing ``loop_<point>`` — ``tryfirst`` ones, then the rest in registration order, then
+   ``trylast`` ones;
+2. the operator's ``hooks:`` entries from the config, in declaration order (:mod:`the_loop.hooks.executors`), so
+   the operator has the last word.
+
+Each hook is called on its own with a copy of the context carrying the decisions made so far. An answer is
+``None`` (no opinion), a mapping of decision fields, a :class:`Decision`, or the context type itself; every field is
+type-checked before any is applied, so a malformed answer changes nothing (``hooks.failed``). Empty strings mean
+"unchanged". Once a hook refused, no later one can undo the refusal or reword its reason. A hook that raises or
+answers badly is logged and skipped; a *required* one (a plugin with ``the_loop_required = True``, an entry with
+``required: true``) refuses instead, at points that have ``proceed``. :func:`run` never raises.
+
+The durable "asked once per arming" mark for ``work_item_start`` (the portable ``lifecycle`` section) and the
+refusal side effects (disarming, one explanation on the ticket) live here too, so every caller does the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.models import WorkEvent
+    from the_loop.refs import WorkItemRef
+
+__all__ = [
+    "CONTEXTS",
+    "POINTS",
+    "Decision",
+    "InputReceived",
+    "LifecycleContext",
+    "LifecycleHooks",
+    "PhaseChanged",
+    "SessionSpawn",
+    "SessionSpawned",
+    "WaitingForInput",
+    "WorkItemComplete",
+    "WorkItemFacts",
+    "WorkItemStart",
+    "ask_work_item_start",
+    "clear_mark",
+    "decide",
+    "disarm",
+    "explain_refusal",
+    "input_received",
+    "run",
+    "session_spawn",
+    "session_spawned",
+    "work_item_facts",
+]
+
+POINTS = (
+    "work_item_start",
+    "session_spawn",
+    "session_spawned",
+    "waiting_for_input",
+    "input_received",
+    "phase_changed",
+    "work_item_complete",
+)
+
+C = TypeVar("C", bound="LifecycleContext")
+
+
+# ------------------------------------------------------------------------------------------------ contexts
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkItemFacts:
+    """Which work item: the ref and its parts, as every context carries them (fact ``work_item``)."""
+
+    ref: str = ""
+    provider: str = ""
+    host: str = ""
+    owner: str = ""
+    repo: str = ""
+    repository: str = ""
+    number: int = 0
+    kind: str = ""  # issue | pull-request | "" (not known from the ref alone)
+    url: str = ""
+    id: str = ""
+
+
+def _slug(item: WorkItemRef, config: LoadedConfig | None) -> str:
+    from the_loop.state.slugs import SlugCollision, slug_of
+
+    if config is None:
+        return item.slug
+    try:
+        return slug_of(config.state, item)
+    except SlugCollision:
+        return item.slug
+
+
+def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig | None = None, *, kind: str = "") -> WorkItemFacts:
+    """The ``work_item`` fact for ``ref``; ``url`` from its ticket provider when one is installed."""
+    from the_loop.refs import DEFAULT_HOSTS, parse_ref
+    from the_loop.state.store import provider_url
+
+    item = parse_ref(ref) if isinstance(ref, str) else ref
+    host = item.host or DEFAULT_HOSTS.get(item.provider, "")
+    # Key-form refs (Jira) are known by their key; the others by the slug, which names their files too.
+    ident = f"{item.provider}-{item.owner}-{item.number}" if item.key_form else _slug(item, config)
+    return WorkItemFacts(
+        ref=str(item),
+        provider=item.provider,
+        host=host,
+        owner=item.owner,
+        repo=item.repo,
+        repository=item.repository,
+        number=item.number,
+        kind=kind,
+        url=provider_url(item, config) or "",
+        id=ident,
+    )
+
+
+def _decision(default: bool | str) -> Any:
+    """A decision field: a hook may change it. Every other field of a context is a read-only fact."""
+    return field(default=default, metadata={"decision": True})
+
+
+@dataclass(frozen=True, kw_only=True)
+class LifecycleContext:
+    """What every point's context shares. Subclasses add their facts and decisions (see :data:`CONTEXTS`)."""
+
+    point: ClassVar[str] = ""
+    fires: ClassVar[str] = ""  # when the point fires
+    effect: ClassVar[str] = ""  # what its decisions do
+
+    work_item: WorkItemFacts = field(default_factory=WorkItemFacts)
+
+    @classmethod
+    def fact_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("decision"))
+
+    @classmethod
+    def decision_defaults(cls) -> dict[str, bool | str]:
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata.get("decision")}  # type: ignore[misc]
+
+    def decisions(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.decision_defaults()}
+
+    def to_params(self) -> dict[str, Any]:
+        """The context as JSON-ready params (what a remote hook receives): facts and the decisions so far."""
+        params = dataclasses.asdict(self)
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in params.items()}
+
+    @classmethod
+    def from_params(cls: type[C], params: Mapping[str, Any]) -> C:
+        """Rebuild a context from params (a hook server's side). Unknown keys are ignored; a known key of the
+        wrong type raises :class:`TypeError` naming it."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in params:
+                continue
+            value = params[f.name]
+            if f.name == "work_item":
+                if not isinstance(value, Mapping):
+                    raise TypeError("work_item must be an object")
+                values[f.name] = _work_item_from(value)
+                continue
+            values[f.name] = _checked(f.name, value, _default(f))
+        return cls(**values)
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+
+
+def _work_item_from(value: Mapping[str, Any]) -> WorkItemFacts:
+    known = {f.name: f.default for f in dataclasses.fields(WorkItemFacts)}
+    return WorkItemFacts(**{k: _checked(f"work_item.{k}", v, known[k]) for k, v in value.items() if k in known})
+
+
+def _checked(name: str, value: Any, default: Any) -> Any:
+    """``value`` if it has the type of ``default`` (bool ≠ int; a tuple default takes a list of strings)."""
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, tuple):
+        ok = isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+        value = tuple(value) if ok else value
+    elif isinstance(default, dict):
+        ok = isinstance(value, Mapping)
+        value = dict(value) if ok else value
+    else:
+        ok = True
+    if not ok:
+        raise TypeError(f"{name} must be {_type_name(default)}, not {type(value).__name__}")
+    return value
+
+
+def _type_name(default: Any) -> str:
+    if isinstance(default, tuple):
+        return "a list of strings"
+    if isinstance(default, dict):
+        return "an object"
+    return {bool: "a bool", int: "an int", str: "a string"}.get(type(default), type(default).__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkItemStart(LifecycleContext):
+    point = "work_item_start"
+    fires = "once per arming, before the conversation is opened, the checkout made or a session spawned"
+    effect = "may refuse the work item: it is disarmed and the reason posted once on the ticket"
+
+    loop: str = ""
+    command: str = ""
+    actor: str = ""
+    harness: str = ""
+    instance: str = ""
+    proceed: bool = _decision(True)
+    reason: str = _decision("")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSpawn(LifecycleContext):
+    point = "session_spawn"
+    fires = "before every launch of a harness: a first spawn and every respawn"
+    effect = "may refuse the launch, or replace the boot prompt"
+
+    endpoint: dict[str, Any] = field(default_factory=dict)
+    harness: str = ""
+    cwd: str = ""
+    model: str = ""
+    effort: str = ""
+    harness_args: tuple[str, ...] = ()
+    respawn: bool = False
+    loop: str = ""
+    prompt: str = _decision("")
+    proceed: bool = _decision(True)
+    reason: str = _decision("")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSpawned(LifecycleContext):
+    point = "session_spawned"
+    fires = "after a launched session is registered, before the attach comment"
+    effect = "may skip the attach comment"
+
+    endpoint: dict[str, Any] = field(default_factory=dict)
+    harness: str = ""
+    harness_session_id: str = ""
+    tmux_target: str = ""
+    cwd: str = ""
+    model: str = ""
+    effort: str = ""
+    harness_args: tuple[str, ...] = ()
+    respawn: bool = False
+    announce: bool = _decision(True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitingForInput(LifecycleContext):
+    point = "waiting_for_input"
+    fires = "when the agent asks a question (the-loop ask), before it is published"
+    effect = "may reword the question and its summary (ignored for gates)"
+
+    kind: str = ""  # question | gate
+    node: str = ""
+    actor: str = ""
+    loop: str = ""
+    question: str = _decision("")
+    summary: str = _decision("")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputReceived(LifecycleContext):
+    point = "input_received"
+    fires = "before a comment, answer or command is delivered into a session or acted on"
+    effect = "may reword the text, or refuse the input"
+
+    kind: str = ""  # answer | comment | command
+    actor: str = ""
+    source: str = ""  # comment | verb
+    command: str = ""
+    event: str = ""
+    endpoint: dict[str, Any] = field(default_factory=dict)
+    loop: str = ""
+    text: str = _decision("")
+    proceed: bool = _decision(True)
+    reason: str = _decision("")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseChanged(LifecycleContext):
+    point = "phase_changed"
+    fires = "before phase.* is published (once a process graph exists)"
+    effect = "may skip the phase notification"
+
+    loop: str = ""
+    from_node: str = ""
+    to_node: str = ""
+    from_phase: str = ""
+    to_phase: str = ""
+    outcome: str = ""
+    actor: str = ""  # agent | human
+    terminal: bool = False
+    notify: bool = _decision(True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkItemComplete(LifecycleContext):
+    point = "work_item_complete"
+    fires = "when the work item closes, before anything is cleared and before work-item.closed is published"
+    effect = "may skip the work-item.closed publish (the ended stamp is still written)"
+
+    state: str = ""  # merged | closed
+    kind: str = ""
+    reason: str = ""
+    source: str = ""  # webhook | poll
+    actor: str = ""
+    loop: str = ""
+    announce: bool = _decision(True)
+
+
+CONTEXTS: dict[str, type[LifecycleContext]] = {
+    cls.point: cls
+    for cls in (
+        WorkItemStart,
+        SessionSpawn,
+        SessionSpawned,
+        WaitingForInput,
+        InputReceived,
+        PhaseChanged,
+        WorkItemComplete,
+    )
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A hook's answer as an object. ``None`` fields mean "no opinion"; fields a point does not have are ignored."""
+
+    proceed: bool | None = None
+    reason: str | None = None
+    prompt: str | None = None
+    text: str | None = None
+    announce: bool | None = None
+    notify: bool | None = None
+    question: str | None = None
+    summary: str | None = None
+
+
+class LifecycleHooks:
+    """Base class for the operator's hooks (``hooks:`` entries with ``module`` or ``path``, or behind a
+    :class:`~the_loop.hooks.sdk.HookServer`). Override the points you handle; the others are never called for a
+    local entry. Each method gets the point's context and returns ``None``, a mapping of decisions, a
+    :class:`Decision` or the context itself (``dataclasses.replace(ctx, prompt=…)``)."""
+
+    def work_item_start(self, ctx: WorkItemStart) -> object:
+        return None
+
+    def session_spawn(self, ctx: SessionSpawn) -> object:
+        return None
+
+    def session_spawned(self, ctx: SessionSpawned) -> object:
+        return None
+
+    def waiting_for_input(self, ctx: WaitingForInput) -> object:
+        return None
+
+    def input_received(self, ctx: InputReceived) -> object:
+        return None
+
+    def phase_changed(self, ctx: PhaseChanged) -> object:
+        return None
+
+    def work_item_complete(self, ctx: WorkItemComplete) -> object:
+        return None
+
+    @classmethod
+    def handled_points(cls) -> tuple[str, ...]:
+        """The points this class overrides."""
+        return tuple(point for point in POINTS if getattr(cls, point) is not getattr(LifecycleHooks, point))
+
+
+# -------------------------------------------------------------------------------------------------- answers
+
+
+class HookFailure(Exception):
+    """A hook failed in a way its message explains fully (logged as is, without the exception's type)."""
+
+
+class AnswerError(HookFailure):
+    """An answer that cannot be applied; the message names the field or the type."""
+
+
+def answer_decisions(ctx: LifecycleContext, answer: object) -> dict[str, Any]:
+    """The decision fields an answer sets, each type-checked, or :class:`AnswerError`. Keys that are not decisions
+    of this point (facts, unknown names) are ignored: a hook can change only decisions."""
+    if answer is None:
+        return {}
+    if isinstance(answer, LifecycleContext):
+        if type(answer) is not type(ctx):
+            raise AnswerError(f"answered a {type(answer).__name__} at {ctx.point} (expected {type(ctx).__name__})")
+        fields: Mapping[Any, Any] = answer.decisions()
+    elif isinstance(answer, Decision):
+        fields = {k: v for k, v in dataclasses.asdict(answer).items() if v is not None}
+    elif isinstance(answer, Mapping):
+        fields = answer
+    else:
+        raise AnswerError(
+            f"answered a {type(answer).__name__} (expected None, a mapping of decisions, a Decision "
+            f"or a {type(ctx).__name__})"
+        )
+    defaults = type(ctx).decision_defaults()
+    checked = {}
+    for name, value in fields.items():
+        if name not in defaults:
+            continue
+        if isinstance(defaults[name], bool) and not isinstance(value, bool):
+            raise AnswerError(f"decision {name!r} must be a bool, not {type(value).__name__}")
+        if isinstance(defaults[name], str) and not isinstance(value, str):
+            raise AnswerError(f"decision {name!r} must be a string, not {type(value).__name__}")
+        checked[name] = value
+    return checked
+
+
+def _applied(ctx: C, changes: Mapping[str, Any]) -> C:
+    """``ctx`` with ``changes`` applied by the rules: a refusal sticks (its reason too), empty strings are no
+    change."""
+    refused = getattr(ctx, "proceed", True) is False
+    update: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name in ("proceed", "reason") and refused:
+            continue
+        if name == "proceed" and value is True:
+            continue  # only a refusal is a decision; True is the default and cannot undo anything
+        if isinstance(value, str) and not value:
+            continue
+        update[name] = value
+    return dataclasses.replace(ctx, **update) if update else ctx
+
+
+# --------------------------------------------------------------------------------------------------- runner
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One callable in a point's chain: a plugin's implementation or an operator's entry."""
+
+    name: str
+    required: bool
+    call: Callable[[LifecycleContext], object]
+
+
+def _plugin_hooks(point: str) -> Iterator[Hook]:
+    """Plugins' implementations of ``loop_<point>``: tryfirst, then registration order, then trylast."""
+    from the_loop.plugins import get_host
+
+    pm = get_host().pm
+    order = {name: index for index, (name, _plugin) in enumerate(pm.list_name_plugin())}
+    impls = [i for i in getattr(pm.hook, f"loop_{point}").get_hookimpls() if not (i.hookwrapper or i.wrapper)]
+    impls.sort(key=lambda i: (0 if i.tryfirst else 2 if i.trylast else 1, order.get(i.plugin_name, len(order))))
+    for impl in impls:
+        plugin = pm.get_plugin(impl.plugin_name)
+        function, argnames = impl.function, impl.argnames
+        yield Hook(
+            impl.plugin_name,
+            getattr(plugin, "the_loop_required", False) is True,
+            lambda ctx, f=function, a=argnames: f(**dict.fromkeys(a, ctx)),
+        )
+
+
+def _chain(point: str, config: LoadedConfig | None) -> list[Hook]:
+    hooks = list(_plugin_hooks(point))
+    if config is not None:
+        from the_loop.hooks.executors import declared_hooks
+
+        hooks.extend(declared_hooks(config, point))
+    return hooks
+
+
+def run(ctx: C, config: LoadedConfig | None = None) -> C:
+    """Ask every hook of ``ctx.point`` in order and return the context with their decisions applied.
+
+    Never raises: a hook's failure is logged (``hooks.failed``) and, for a required hook at a point with
+    ``proceed``, turned into a refusal. ``config`` supplies the operator's declared hooks (none without it).
+    """
+    from the_loop import events
+
+    try:
+        chain = _chain(ctx.point, config)
+    except Exception as exc:  # a broken host or declaration must never take the caller down
+        _failed(ctx, "(runner)", f"{type(exc).__name__}: {exc}", required=False)
+        return ctx
+    for hook in chain:
+        try:
+            answer = hook.call(copy.deepcopy(ctx))
+            changes = answer_decisions(ctx, answer)
+        except Exception as exc:
+            error = str(exc) if isinstance(exc, HookFailure) else f"{type(exc).__name__}: {exc}"
+            ctx = _failed(ctx, hook.name, error, required=hook.required)
+            continue
+        before = ctx
+        ctx = _applied(ctx, changes)
+        changed = [name for name in type(ctx).decision_defaults() if getattr(ctx, name) != getattr(before, name)]
+        if changed:
+            events.emit("hooks.decided", point=ctx.point, hook=hook.name, changed=changed, work_item=ctx.work_item.ref)
+        if "proceed" in changed:
+            _refused(ctx, hook.name)
+    return ctx
+
+
+def _failed(ctx: C, hook: str, error: str, *, required: bool) -> C:
+    from the_loop import events
+
+    events.emit(
+        "hooks.failed",
+        level="warning",
+        point=ctx.point,
+        hook=hook,
+        error=error,
+        required=required,
+        work_item=ctx.work_item.ref,
+    )
+    if not required or getattr(ctx, "proceed", None) is not True:
+        return ctx
+    name = hook.removeprefix("hooks:")
+    refused = dataclasses.replace(ctx, proceed=False, reason=f"required hook {name} failed: {error}")  # type: ignore[call-arg]
+    events.emit("hooks.decided", point=ctx.point, hook=hook, changed=["proceed", "reason"], work_item=ctx.work_item.ref)
+    _refused(refused, hook)
+    return refused
+
+
+def _refused(ctx: LifecycleContext, hook: str) -> None:
+    from the_loop import events
+
+    events.emit(
+        "hooks.refused", point=ctx.point, hook=hook, work_item=ctx.work_item.ref, reason=getattr(ctx, "reason", "")
+    )
+
+
+# ------------------------------------------------------------------------------ contexts at the dispatcher
+
+# Event kinds that carry a person's words; machine events (opened, labeled, CI …) are not input.
+INPUT_KINDS = ("comment", "review", "review-comment", "reply", "text")
+
+
+def endpoint_fact(endpoint_ref: str, work_item: str) -> dict[str, Any]:
+    """The ``endpoint`` fact: which session of the work item (its own, or a pull request's)."""
+    return {"ref": endpoint_ref, "kind": "work-item" if endpoint_ref == work_item else "pull-request"}
+
+
+def input_received(config: LoadedConfig, event: WorkEvent, endpoint_ref: str) -> InputReceived:
+    """The context for delivering ``event`` (a comment, a reply, an operator's ``sessions say``)."""
+    return InputReceived(
+        work_item=work_item_facts(event.work_item, config),
+        kind="comment",
+        actor=event.actor,
+        source="verb" if event.source == "cli" else "comment",
+        event=event.kind,
+        endpoint=endpoint_fact(endpoint_ref, event.work_item),
+        text=event.text,
+    )
+
+
+def session_spawn(
+    config: LoadedConfig,
+    event: WorkEvent,
+    endpoint_ref: str,
+    harness: str,
+    cwd: str,
+    prompt: str,
+    *,
+    respawn: bool = False,
+) -> SessionSpawn:
+    """The context before launching ``harness`` in ``cwd`` with ``prompt`` (a first spawn or a respawn)."""
+    from the_loop.sessions.harness import harness_args
+
+    return SessionSpawn(
+        work_item=work_item_facts(event.work_item, config),
+        endpoint=endpoint_fact(endpoint_ref, event.work_item),
+        harness=harness,
+        cwd=cwd,
+        harness_args=tuple(harness_args(config, harness)),
+        respawn=respawn,
+        prompt=prompt,
+    )
+
+
+def session_spawned(spawn: SessionSpawn, harness_session_id: str, tmux_target: str) -> SessionSpawned:
+    """The context after the launch ``spawn`` described was registered."""
+    return SessionSpawned(
+        work_item=spawn.work_item,
+        endpoint=dict(spawn.endpoint),
+        harness=spawn.harness,
+        harness_session_id=harness_session_id,
+        tmux_target=tmux_target,
+        cwd=spawn.cwd,
+        model=spawn.model,
+        effort=spawn.effort,
+        harness_args=spawn.harness_args,
+        respawn=spawn.respawn,
+    )
+
+
+def decide(
+    point: str, work_item: str, facts: Mapping[str, Any] | None = None, config: LoadedConfig | None = None
+) -> LifecycleContext:
+    """Run ``point`` for ``work_item`` with the facts and decisions given in ``facts`` (keys the point does not have
+    are ignored) and return the decided context. A convenience over :func:`run`; pass ``config`` so the operator's
+    declared hooks are asked too."""
+    cls = CONTEXTS[point]
+    known = {f.name: _default(f) for f in dataclasses.fields(cls) if f.name != "work_item"}
+    values = {}
+    for name, value in (facts or {}).items():
+        if name in known:
+            with contextlib.suppress(TypeError):  # a value of the wrong type is left at its default
+                values[name] = _checked(name, value, known[name])
+    return run(cls(work_item=work_item_facts(work_item, config), **values), config)
+
+
+# ------------------------------------------------------------------------------- arming mark and refusals
+
+
+def ask_work_item_start(
+    config: LoadedConfig, ref: WorkItemRef, *, actor: str = "", harness: str = "", loop: str = ""
+) -> WorkItemStart | None:
+    """Ask ``work_item_start`` at most once per arming: write the portable ``lifecycle`` mark only if absent, and
+    ask only when this call wrote it (so a deferred spawn, in any process or after a restart, asks nothing
+    twice). Returns the decided context, or None when this arming was already asked."""
+    from the_loop.state.registry import now_iso
+    from the_loop.state.store import WorkItemStore
+
+    store = WorkItemStore(config.state, config=config)
+    wrote: list[bool] = []
+
+    def mark(current: Any) -> Any:
+        if isinstance(current, dict) and current.get("startedAt"):
+            return current
+        wrote.append(True)
+        return {"startedAt": now_iso()}
+
+    record = store.update_section(ref, "lifecycle", mark) or {}
+    if not wrote:
+        return None
+    control = record.get("control") if isinstance(record.get("control"), dict) else {}
+    ctx = WorkItemStart(
+        work_item=work_item_facts(ref, config),
+        loop=loop,
+        command=str(control.get("command") or ""),
+        actor=str(control.get("actor") or actor),
+        harness=harness,
+        instance=str(control.get("instance") or ""),
+    )
+    return run(ctx, config)
+
+
+def clear_mark(config: LoadedConfig, ref: WorkItemRef | str) -> None:
+    """Forget that ``work_item_start`` was asked: the next arming asks again (stop, cleanup, reset, close)."""
+    from the_loop.state.store import WorkItemStore
+
+    WorkItemStore(config.state, config=config).update_section(ref, "lifecycle", None)
+
+
+def disarm(config: LoadedConfig, ref: WorkItemRef | str) -> None:
+    """A refused start: clear ``control`` and ``lifecycle`` so nothing is armed and the next arming asks again."""
+    from the_loop.state.store import WorkItemStore
+
+    WorkItemStore(config.state, config=config).clear_sections(ref, ("control", "lifecycle"))
+
+
+def explain_refusal(config: LoadedConfig, ref: WorkItemRef, what: str, reason: str) -> bool:
+    """R3 for a lifecycle hook's refusal: one marked ``⚠️`` reply on the work item saying ``what`` was refused and
+    the hook's reason. Best-effort: False when it could not be posted."""
+    from the_loop.routing import control
+
+    text = f"the-loop did not {what}: a lifecycle hook refused it."
+    return control.explain_refusal(config, ref, "hook-refused", text, reason or "none given")

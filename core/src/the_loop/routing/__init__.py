@@ -1,0 +1,1 @@
+"""What an event means: the router's decision chain, the control keywords and their claims."""

@@ -1,0 +1,1 @@
+"""Where the work happens: the dispatcher, the tmux runner, harnesses, checkouts, closing, prompts."""
