@@ -28,4 +28,6 @@ if [ "$(cat "$claude_dir/.installed" 2>/dev/null)" != "$claude_version" ] || [ !
   fi
 fi
 [ -x "$claude_bin" ] && export THE_LOOP_TEST_CLAUDE="$PWD/$claude_bin"
+# The import contracts in pyproject.toml ([tool.importlinter]): core's layers and the plugin boundary.
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest "$@"
