@@ -651,10 +651,9 @@ def mirror_text(config: LoadedConfig, name: str, message_text: str, author: str)
 
 
 def _ticket(config: LoadedConfig, ref: WorkItemRef) -> Any:
-    from the_loop.plugins import get_host
+    from the_loop.plugins import ticket_provider
 
-    cls = get_host().ticket_providers().get(ref.provider)
-    return cls(config) if cls is not None else None
+    return ticket_provider(config, ref)
 
 
 def _relay_command(config: LoadedConfig, channel: Channel, message: InboundMessage, ref: str, text: str) -> None:

@@ -188,13 +188,13 @@ def arming_refusal(config: LoadedConfig, ref: WorkItemRef, labels: Iterable[str]
     if not routing.auto_execute_labels:
         return "routing.autoExecuteLabels is empty: no label arms a work item"
     if labels is None:
-        from the_loop.plugins import get_host
+        from the_loop.plugins import ticket_provider
 
-        provider_cls = get_host().ticket_providers().get(ref.provider)
-        if provider_cls is None:
-            return f"cannot read the labels of {ref}: no ticketing provider for {ref.provider!r} is installed"
         try:
-            labels = provider_cls(config).labels(ref)
+            tickets = ticket_provider(config, ref)
+            if tickets is None:
+                return f"cannot read the labels of {ref}: no ticketing provider for {ref.provider!r} is installed"
+            labels = tickets.labels(ref)
         except Exception as exc:
             return f"cannot read the labels of {ref}: {exc}"
     present = set(labels)
@@ -223,10 +223,9 @@ def explain_refusal(config: LoadedConfig, ref: WorkItemRef, reason: str, text: s
 def post_marked(config: LoadedConfig, ref: WorkItemRef, text: str) -> str | None:
     """Post a self-marked comment on ``ref`` through its ticketing provider; the comment id, or None when no
     provider for its scheme is installed. Raises what the provider raises."""
-    from the_loop.plugins import get_host
+    from the_loop.plugins import ticket_provider
 
-    provider_cls = get_host().ticket_providers().get(ref.provider)
-    if provider_cls is None:
+    provider = ticket_provider(config, ref)
+    if provider is None:
         return None
-    provider = provider_cls(config)
     return provider.post_comment(ref, provider.mark(text))

@@ -533,10 +533,9 @@ class Router:
         return Outcome("dropped", reason=reason)
 
     def _provider(self, ref: WorkItemRef) -> TicketProvider | None:
-        from the_loop.plugins import get_host
+        from the_loop.plugins import ticket_provider
 
-        cls = get_host().ticket_providers().get(ref.provider)
-        return cls(self.config) if cls is not None else None
+        return ticket_provider(self.config, ref)
 
     def _react(self, provider: TicketProvider | None, event: InboundEvent, state: str) -> None:
         """``routing.reactions``: started → completed or error on the triggering object; best-effort."""

@@ -648,11 +648,11 @@ def _forget_close_keys(config: LoadedConfig, item: WorkItemRef) -> None:
     """A reopened item's earlier close keys no longer stand for anything: forget them, so its next close counts.
     Best-effort: an unreadable inbox leaves them, and that close is then dropped as a duplicate."""
     from the_loop.ingress.inbox import Inbox
-    from the_loop.plugins import get_host
+    from the_loop.plugins import ticket_provider
 
-    provider_cls = get_host().ticket_providers().get(item.provider)
     try:
-        keys = provider_cls(config).close_keys(item) if provider_cls is not None else []
+        provider = ticket_provider(config, item)
+        keys = provider.close_keys(item) if provider is not None else []
         if keys:
             Inbox.for_config(config).forget(*keys)
     except Exception as exc:

@@ -566,12 +566,9 @@ class Dispatcher:
 
     def _announce(self, work_item: str, harness: str, target: str) -> None:
         """One self-marked comment with the attach commands, built from registry fields only; best-effort."""
-        from the_loop.plugins import get_host
+        from the_loop.plugins import ticket_provider
 
         ref = parse_ref(work_item)
-        provider_cls = get_host().ticket_providers().get(ref.provider)
-        if provider_cls is None:
-            return  # no ticketing provider for this scheme: nothing to announce on
         tmux = " ".join(self.runner.command_prefix)
         body = (
             f"the-loop started a {harness} session for {work_item}.\n\n"
@@ -580,7 +577,9 @@ class Dispatcher:
             f"    the-loop sessions attach --work-item {work_item} --read-only\n"
         )
         try:
-            provider = provider_cls(self.config)
+            provider = ticket_provider(self.config, ref)
+            if provider is None:
+                return  # no ticketing provider for this scheme: nothing to announce on
             provider.post_comment(ref, provider.mark(body))
         except Exception as exc:
             events.emit(

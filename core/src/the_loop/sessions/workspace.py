@@ -89,10 +89,10 @@ def _part(value: str, what: str) -> str:
 
 def _mapped_repository(config: LoadedConfig, ref: WorkItemRef) -> tuple[str, str, str] | None:
     """A key-form ref's code repository as its provider maps it (host, owner, repo); None when unmapped."""
-    from the_loop.plugins import get_host
+    from the_loop.plugins import ticket_provider
 
-    provider_cls = get_host().ticket_providers().get(ref.provider)
-    mapped = provider_cls(config).code_repository(ref) if provider_cls is not None else None
+    provider = ticket_provider(config, ref)
+    mapped = provider.code_repository(ref) if provider is not None else None
     if not mapped:
         return None
     parts = mapped.split("/")

@@ -83,10 +83,10 @@ def provider_url(ref: WorkItemRef, config: LoadedConfig | None = None) -> str | 
     that needs a config it was not given, say): a link somewhere other than the work item is worse than no link.
     """
     try:
-        from the_loop.plugins import get_host
+        from the_loop.plugins import ticket_provider
 
-        provider = get_host().ticket_providers().get(ref.provider)
-        url = provider(config).url(ref) if provider is not None else None  # type: ignore[arg-type]
+        provider = ticket_provider(config, ref)
+        url = provider.url(ref) if provider is not None else None
     except Exception:
         return None
     return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
