@@ -142,15 +142,24 @@ class PluginHost:
 
     # ---------------------------------------------------------------------------------------- calling hooks
 
+    def implementations(self, hook_name: str) -> list[Any]:
+        """The implementations of ``hook_name`` in the one order every caller uses: ``tryfirst`` ones, then the
+        rest in registration order (built-ins first; pluggy itself would call the last registered first), then
+        ``trylast`` ones. Wrappers are left out: nothing here calls through pluggy's wrapper chain."""
+        order = {name: index for index, (name, _plugin) in enumerate(self.pm.list_name_plugin())}
+        found = [i for i in getattr(self.pm.hook, hook_name).get_hookimpls() if not (i.hookwrapper or i.wrapper)]
+        return sorted(
+            found, key=lambda i: (0 if i.tryfirst else 2 if i.trylast else 1, order.get(i.plugin_name, len(order)))
+        )
+
     def _collect(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call every implementation of a list-returning hook on its own and attribute each item to its plugin.
 
-        Implementations are called in registration order (built-ins first); one that raises is reported on its
-        plugin's info and skipped, so a broken plugin cannot take the others down.
+        Implementations are called in :meth:`implementations` order; one that raises is reported on its plugin's
+        info and skipped, so a broken plugin cannot take the others down.
         """
         results: list[tuple[str, Any]] = []
-        caller = getattr(self.pm.hook, hook_name)
-        for impl in caller.get_hookimpls():  # registration order (pluggy itself would call the last one first)
+        for impl in self.implementations(hook_name):
             name = impl.plugin_name
             try:
                 items = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})

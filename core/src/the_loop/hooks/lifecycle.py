@@ -463,15 +463,12 @@ class Hook:
 
 
 def _plugin_hooks(point: str) -> Iterator[Hook]:
-    """Plugins' implementations of ``loop_<point>``: tryfirst, then registration order, then trylast."""
+    """Plugins' implementations of ``loop_<point>``, in the host's one order (tryfirst, registration, trylast)."""
     from the_loop.plugins import get_host
 
-    pm = get_host().pm
-    order = {name: index for index, (name, _plugin) in enumerate(pm.list_name_plugin())}
-    impls = [i for i in getattr(pm.hook, f"loop_{point}").get_hookimpls() if not (i.hookwrapper or i.wrapper)]
-    impls.sort(key=lambda i: (0 if i.tryfirst else 2 if i.trylast else 1, order.get(i.plugin_name, len(order))))
-    for impl in impls:
-        plugin = pm.get_plugin(impl.plugin_name)
+    host = get_host()
+    for impl in host.implementations(f"loop_{point}"):
+        plugin = host.pm.get_plugin(impl.plugin_name)
         function, argnames = impl.function, impl.argnames
         yield Hook(
             impl.plugin_name,
