@@ -1,0 +1,122 @@
+"""What the close path, reset, cleanup and the upstream endings share: the disarming rule, the reports, the
+dispatch lock and the runner."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from the_loop.refs import WorkItemRef, parse_ref
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.state import locked
+from the_loop.state.registry import SessionRecord
+from the_loop.state.slugs import work_item_lock
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+
+# Portable sections a reset clears: what was asked (control, lifecycle), seen (poll), who and where (collaborators,
+# collaborationChannels) and how it ended. pullRequests and channels stay: they describe the work, not the memory.
+RESET_SECTIONS = ("control", "poll", "collaborators", "collaborationChannels", "ended", "lifecycle")
+DISARMING = ("stop", "cleanup")
+
+
+@dataclass
+class EndpointClose:
+    """What happened to one endpoint's tmux session: ``retained`` (kept, harness ended unless
+    killHarnessOnClose is false), ``killed``, ``gone`` (already absent), ``refused`` (not a ``loop-`` target:
+    nothing signalled), ``kill-failed`` or ``none`` (no tmux session recorded)."""
+
+    endpoint: str
+    tmux_target: str
+    tmux: str
+    harness_ok: bool | None = None
+    error: str | None = None
+
+
+@dataclass
+class CloseResult:
+    work_item: str
+    closed: list[str] = field(default_factory=list)  # endpoints that were live and are closed now
+    endpoints: list[EndpointClose] = field(default_factory=list)
+    checkouts_removed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def was_live(self) -> bool:
+        return bool(self.closed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "wasLive": self.was_live}
+
+
+@dataclass
+class ResetReport:
+    work_item: str
+    found: bool = False
+    was_live: bool = False
+    removed: list[str] = field(default_factory=list)  # session, control, poll, …, poll-clock, checkout
+    live_session: str = ""  # the tmux target of the live session ended (or that would be)
+    tmux: str = ""  # what the close did with it: retained, killed, gone, …
+    checkouts: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CleanupReport:
+    work_item: str
+    actor: str
+    source: str
+    found: bool = False
+    endpoints: list[str] = field(default_factory=list)  # endpoints whose tmux session was ended and killed
+    removed: list[str] = field(default_factory=list)  # tmux sessions, checkout, session (the local record)
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ref(ref: WorkItemRef | str) -> WorkItemRef:
+    return ref if isinstance(ref, WorkItemRef) else parse_ref(ref)
+
+
+@contextlib.contextmanager
+def _dispatch_lock(config: LoadedConfig, ref: WorkItemRef, hold: bool = True) -> Iterator[None]:
+    if not hold:
+        yield
+        return
+    with locked(work_item_lock(config.state, ref, "dispatch")):
+        yield
+
+
+def _runner(config: LoadedConfig, runner: TmuxRunner | None) -> TmuxRunner:
+    if runner is not None:
+        return runner
+    from the_loop.sessions.dispatcher import runner_for
+
+    return runner_for(config)
+
+
+def _ordered(record: SessionRecord, only: str | None = None) -> list[str]:
+    """Endpoint refs, pull requests' first and the work item's own last (cleanup's order), or just ``only``."""
+    refs = [ref for ref in record.sessions if only is None or ref == only]
+    return sorted(refs, key=lambda ref: (ref == record.work_item, ref))
+
+
+def running_services(config: LoadedConfig) -> list[str]:
+    """Names of the services whose pidfile lock is held right now (a daemon that may write state back)."""
+    from the_loop.daemon import runlock
+    from the_loop.plugins import get_host
+
+    running = []
+    for spec in get_host().services(config):
+        with contextlib.suppress(OSError):
+            if runlock.is_held(spec.pidfile):
+                running.append(spec.name)
+    return running
