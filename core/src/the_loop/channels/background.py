@@ -1,0 +1,30 @@
+"""The read loops a daemon runs for every enabled channel."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from the_loop.channels import outbox as channel_outbox
+from the_loop.channels.conversations import enabled_channels
+from the_loop.channels.publish import drain
+from the_loop.channels.read import _every, read_cycle
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+
+
+def start_background(config: LoadedConfig, should_stop: Callable[[], bool]) -> list[threading.Thread]:
+    """The daemons' channel threads: the undelivered-queue drainer (once a minute) and a poll reader per channel
+    whose ``read_mode`` is ``poll``. Nothing when no channel is enabled."""
+    channels = enabled_channels(config)
+    if not channels:
+        return []
+    threads = [_every(channel_outbox.DRAIN_INTERVAL, should_stop, lambda: drain(config), "the-loop-channel-drain")]
+    for channel in channels:
+        if channel.read_mode() == "poll":
+            interval = channel.read_interval()
+            cycle = lambda channel=channel: read_cycle(config, channel)  # noqa: E731
+            threads.append(_every(interval, should_stop, cycle, f"the-loop-{channel.name}-reader"))
+    return threads

@@ -1,0 +1,80 @@
+"""A reply the router took: mirrored onto the ticket, then delivered into the work item's live session."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from the_loop import events
+from the_loop.channels.conversations import CONTENT_KINDS, REPLY_KIND, channel_named, installed
+from the_loop.channels.publish import publish
+from the_loop.channels.read import _acknowledge
+from the_loop.channels.ticket import ENVELOPE, _ticket, mirror_text
+from the_loop.interfaces import ChannelError, InboundMessage
+from the_loop.refs import WorkItemRef
+
+if TYPE_CHECKING:
+    from the_loop.models import InboundEvent
+    from the_loop.routing.router import Router
+    from the_loop.sessions.dispatcher import Outcome
+
+
+def routed(router: Router, event: InboundEvent, target: WorkItemRef) -> Outcome | None:
+    """The router's one call into channels, at delivery: a channel reply is mirrored and delivered here (the
+    outcome); a person's ticket comment is published as ``comment.human`` and delivery goes on (None)."""
+    names = installed()
+    if event.kind == "reply" and event.provider in names:
+        return _deliver_reply(router, event, target)
+    body = event.body or ""
+    if event.kind in CONTENT_KINDS and event.provider not in names and ENVELOPE not in body and _live(router, target):
+        # Only into a live session's conversation: a comment that starts the work is in its boot prompt, and the
+        # start opens the thread itself (origin start). A record carrying an envelope came from a channel.
+        actor = event.actor.id if event.actor else ""
+        # Keyed by the event: an inbox retry of a failed dispatch does not post it again.
+        publish(router.config, "comment.human", target, text=body, url=event.url, actor=actor, key=event.dedupe_key)
+    return None
+
+
+def _live(router: Router, target: WorkItemRef) -> bool:
+    record = router.registry.load(str(target))
+    return record is not None and record.own is not None and record.own.live
+
+
+def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> Outcome:
+    from the_loop.sessions.dispatcher import Outcome
+
+    config = router.config
+    name = event.provider
+    _, channel_id, ts = event.dedupe_key.split(":", 2)
+    author = event.actor.id if event.actor else ""
+    message = InboundMessage(channel_id=channel_id, thread_id="", message_id=ts, author_id=author, text="")
+    channel = channel_named(config, name)
+    provider = _ticket(config, target)
+    try:
+        if provider is None:
+            raise ChannelError(f"no ticket provider for {target.provider}:")
+        provider.post_comment(target, provider.mark(mirror_text(config, name, event.body or "", author)))
+        events.emit("channel.mirrored", channel=name, work_item=str(target), kind=REPLY_KIND, message=ts)
+    except Exception as exc:  # the ticket record failed: logged, the reply is still delivered
+        events.emit("channel.mirror_failed", level="warning", channel=name, work_item=str(target), error=str(exc))
+    outcome = router.dispatcher.dispatch(router._work_event(event, target, spawn=False))
+    state = "completed" if outcome.ok else "error"
+    if outcome.status == "dropped" and outcome.reason in ("no-session", "session-paused"):
+        _drop_undeliverable(name, str(target), channel_id, ts, outcome.reason)
+    if channel is not None:
+        _acknowledge(config, channel, message, state)
+    if outcome.status == "failed":  # at most once: a failed delivery is logged, never replayed
+        return Outcome("failed", reason=outcome.reason, error=outcome.error, will_retry=False)
+    return outcome
+
+
+def _drop_undeliverable(name: str, ref: str, channel_id: str, ts: str, why: str) -> None:
+    events.emit(
+        "channel.dropped",
+        level="warning",
+        channel=name,
+        reason="undeliverable",
+        work_item=ref,
+        channel_id=channel_id,
+        message=ts,
+        detail=why,
+    )
