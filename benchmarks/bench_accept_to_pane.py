@@ -34,7 +34,7 @@ import gh_payloads  # noqa: E402
 from fake_github import BOT, TOKEN, FakeGitHub  # noqa: E402
 
 from the_loop.testing import free_port, wait_for  # noqa: E402
-from the_loop.testing.fake_harness import FakeHarness  # noqa: E402
+from the_loop.testing.harness import FakeHarness  # noqa: E402
 
 LABEL = "the-loop: auto-execute"
 

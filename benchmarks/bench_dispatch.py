@@ -44,7 +44,7 @@ from the_loop.sessions.dispatcher import Dispatcher, DispatchQueue
 from the_loop.sessions.tmux import TmuxRunner, unframed
 from the_loop.state.registry import SessionRegistry
 from the_loop.testing import fake_plugin
-from the_loop.testing.fake_harness import PROMPT
+from the_loop.testing.harness import PROMPT
 
 TARGET_P50 = 0.015
 _ids = iter(range(1, 10**9))

@@ -49,7 +49,7 @@ from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import SessionRegistry
 from the_loop.testing import fake_plugin
 from the_loop.testing.conformance import FakeHarnessKit, HarnessKit, process_running, write_config
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 if TYPE_CHECKING:
     from the_loop_claude.conformance import ClaudeKit
@@ -153,7 +153,7 @@ class FakeBench(Bench):
     kit: FakeHarnessKit
 
     def describe(self) -> str:
-        return f"core's fake harness TUI ({sys.executable} -m the_loop.testing.fake_harness)"
+        return f"core's fake harness TUI ({sys.executable} -m the_loop.testing.harness)"
 
     def recorded(self, ref: str) -> Callable[[], bool]:
         log = FakeHarness(self.kit.log)

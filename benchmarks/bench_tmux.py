@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from the_loop.sessions.tmux import TmuxRunner, unframed
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 
 class Tail:

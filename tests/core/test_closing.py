@@ -32,8 +32,8 @@ from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import Endpoint, SessionRegistry
 from the_loop.state.store import WorkItemStore
 from the_loop.testing import LoopEnv, fake_plugin, wait_for
-from the_loop.testing.fake_harness import FakeHarness
-from the_loop.testing.tmux_shim import TmuxShim, split_commands
+from the_loop.testing.harness import FakeHarness
+from the_loop.testing.shim import TmuxShim, split_commands
 
 REF = "fake:octo/repo#15"
 TARGET = "loop-fake-octo-repo-15"

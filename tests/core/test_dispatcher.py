@@ -25,7 +25,7 @@ from the_loop.sessions.dispatcher import Dispatcher, DispatchQueue, Outcome
 from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import Endpoint, SessionRegistry
 from the_loop.testing import fake_plugin, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 REF = "fake:octo/repo#15"
 
@@ -618,7 +618,7 @@ def test_c16_a_dead_occupant_that_cannot_be_cleared_keeps_the_delivery_id(world:
 
 
 def test_dispatches_never_run_send_keys_or_name_a_client(world: World, tmux_shim: Any) -> None:
-    from the_loop.testing.tmux_shim import violations
+    from the_loop.testing.shim import violations
 
     world.dispatcher.runner = tmux_shim.runner()
     harness = spawned(world)

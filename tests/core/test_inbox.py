@@ -29,7 +29,7 @@ from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.state import StateLayout
 from the_loop.state.registry import SessionRegistry
 from the_loop.testing import fake_plugin, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 DRIVER = Path(__file__).with_name("inbox_driver.py")
 

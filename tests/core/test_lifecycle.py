@@ -48,7 +48,7 @@ from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import SessionRegistry
 from the_loop.state.store import WorkItemStore
 from the_loop.testing import LoopEnv, fake_plugin, free_port, kill_lock_holders
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 REF = "fake:octo/repo#15"
 FIXTURES = Path(__file__).parent / "hooks_fixtures"

@@ -26,7 +26,7 @@ from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import SessionRegistry
 from the_loop.state.slugs import slug_of, tmux_name_of
 from the_loop.testing import fake_plugin, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 REF = "fake:octo/repo#15"
 LABEL = "the-loop: auto-execute"

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from the_loop.testing import LoopEnv
-from the_loop.testing.fake_harness import FakeHarness
-from the_loop.testing.tmux_shim import TmuxShim
+from the_loop.testing.harness import FakeHarness
+from the_loop.testing.shim import TmuxShim
 
 REF = "fake:octo/repo#15"
 

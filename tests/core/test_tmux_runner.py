@@ -16,8 +16,8 @@ import pytest
 
 from the_loop.sessions.tmux import DeliveryError, SpawnError, TargetError, TmuxRunner, tmux_target
 from the_loop.testing import wait_for
-from the_loop.testing.fake_harness import FakeHarness
-from the_loop.testing.tmux_shim import TmuxShim, split_commands, violations
+from the_loop.testing.harness import FakeHarness
+from the_loop.testing.shim import TmuxShim, split_commands, violations
 
 TOKEN = "ghp_not-a-real-token-0123456789"
 

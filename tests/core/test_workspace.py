@@ -24,7 +24,7 @@ from the_loop.sessions import workspace
 from the_loop.sessions.dispatcher import Dispatcher
 from the_loop.sessions.tmux import TmuxRunner
 from the_loop.testing import fake_plugin
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 REF = parse_ref("github:octo/repo#15")
 

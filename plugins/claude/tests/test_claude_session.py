@@ -1,7 +1,7 @@
 """A session spawned with the Claude adapter in real tmux, against a fake ``claude`` on PATH.
 
 The fake records what Claude Code's own files held at the moment it started, then becomes the fake harness TUI
-(``python -m the_loop.testing.fake_harness``), which logs its argv. So the test sees that trust and plugin keys were
+(``python -m the_loop.testing.harness``), which logs its argv. So the test sees that trust and plugin keys were
 written before the harness ran, and that a respawn resumes the recorded conversation with ``--resume <id>``.
 """
 
@@ -24,7 +24,7 @@ from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import Endpoint, SessionRegistry
 from the_loop.testing import fake_plugin
 from the_loop.testing.conformance import hermetic_path
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 from the_loop_claude import plugin as claude_plugin
 
 REF = "fake:octo/repo#15"
@@ -58,7 +58,7 @@ name = "".join(c if c.isalnum() and c.isascii() else "-" for c in os.getcwd())
 (project / name).mkdir(parents=True, exist_ok=True)
 with open(project / name / (session + ".jsonl"), "a") as handle:
     handle.write(json.dumps({{"type": "user", "message": {{"role": "user", "content": argv[-1]}}}}) + "\\n")
-os.execv(sys.executable, [sys.executable, "-m", "the_loop.testing.fake_harness", *sys.argv[1:]])
+os.execv(sys.executable, [sys.executable, "-m", "the_loop.testing.harness", *sys.argv[1:]])
 """
 
 

@@ -19,7 +19,7 @@ from fake_github import FakeGitHub
 from gh_receiver import AUTO_LABEL, Receiver
 
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 HERE = Path(__file__).parent
 REF = "github:octo/repo#15"

@@ -27,7 +27,7 @@ from gh_receiver import AUTO_LABEL, Receiver
 from the_loop.state import StateLayout
 from the_loop.state.slugs import slug_of
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 HERE = Path(__file__).parent
 REF = "github:octo/repo#15"

@@ -25,7 +25,7 @@ import pytest
 from fake_github import BOT, TOKEN, FakeGitHub
 
 from the_loop.testing import LoopEnv, kill_lock_holders, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 AUTO = "the-loop: auto-execute"
 REPO = "octo/repo"

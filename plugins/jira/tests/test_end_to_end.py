@@ -23,7 +23,7 @@ from jira_fixtures import EMAIL, SECRET, TOKEN, base_config
 
 from the_loop.ingress.signing import signature
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 REF = "jira:jira.test/PROJ-12"
 SLUG = "jira-jira.test-PROJ-12"

@@ -18,7 +18,7 @@ from the_loop.models import Actor, InboundEvent, WorkEvent
 from the_loop.sessions.dispatcher import Dispatcher
 from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import SessionRegistry
-from the_loop.testing.fake_harness import FakeHarness
+from the_loop.testing.harness import FakeHarness
 
 BOT_TOKEN = "xoxb-test-0123456789-secretbot"
 APP_TOKEN = "xapp-test-0123456789-secretapp"

@@ -313,9 +313,9 @@ def tmux_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 @pytest.fixture
 def tmux_shim(tmux_runner: Any, tmp_path: Path) -> Any:
-    """A logging, fault-injecting tmux shim (:class:`~the_loop.testing.tmux_shim.TmuxShim`) in front of the real tmux;
+    """A logging, fault-injecting tmux shim (:class:`~the_loop.testing.shim.TmuxShim`) in front of the real tmux;
     ``tmux_shim.runner(timeout=…)`` is a runner that goes through it to ``tmux_runner``'s server."""
-    from the_loop.testing.tmux_shim import TmuxShim
+    from the_loop.testing.shim import TmuxShim
 
     return TmuxShim.create(tmp_path / "tmux-shim", tmux_runner.binary, socket=tmux_runner.socket)
 
@@ -335,10 +335,10 @@ def claude_binary(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def fake_harness(tmp_path: Path) -> Any:
-    """A :class:`~the_loop.testing.fake_harness.FakeHarness`: ``.argv(session_id=…, resume=…, prompt=…)`` starts the
+    """A :class:`~the_loop.testing.harness.FakeHarness`: ``.argv(session_id=…, resume=…, prompt=…)`` starts the
     fake TUI logging to ``tmp_path``; ``.records()``, ``.submitted()``, ``.wait_for_submitted(n)``; ``.another()`` for a
     second pane with its own log."""
-    from the_loop.testing.fake_harness import FakeHarness
+    from the_loop.testing.harness import FakeHarness
 
     log = tmp_path / "fake-harness.jsonl"
     log.touch()

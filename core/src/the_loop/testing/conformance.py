@@ -145,7 +145,7 @@ class FakeHarnessKit(HarnessKit):
         return {"routing": {"harnessArgs": {"fake": ["--exit-at-start", "3"]}}}
 
     def requests(self) -> list[list[str]]:
-        from the_loop.testing.fake_harness import FakeHarness
+        from the_loop.testing.harness import FakeHarness
 
         history: dict[str, list[str]] = {}
         current = ""

@@ -1,5 +1,5 @@
 """Fakes for tests, shipped with core so every distribution's tests can use them: a harness adapter for the fake
-harness TUI (:mod:`the_loop.testing.fake_harness`) and a ticket provider backed by a JSON file.
+harness TUI (:mod:`the_loop.testing.harness`) and a ticket provider backed by a JSON file.
 
 Register it in a test host (``plugin_host.register(fake_plugin, "fake")``) or in a spawned process with
 ``THE_LOOP_EXTRA_PLUGINS=the_loop.testing.fake_plugin``. Environment:
@@ -22,13 +22,13 @@ from typing import Any, Literal
 from the_loop import hookimpl
 from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck, TicketProvider
 from the_loop.refs import WorkItemRef
-from the_loop.testing.fake_harness import PROMPT, fake_harness_argv
+from the_loop.testing.harness import PROMPT, fake_harness_argv
 
 MARKER = "<!-- the-loop:agent-comment -->"
 
 
 class FakeAdapter(HarnessAdapter):
-    """Drives ``python -m the_loop.testing.fake_harness`` the way Claude Code is driven: pre-assigned id, resumable."""
+    """Drives ``python -m the_loop.testing.harness`` the way Claude Code is driven: pre-assigned id, resumable."""
 
     name = "fake"
     capabilities = Capabilities(tmux_hostable=True, preassigned_session_id=True, can_resume=True)

@@ -1,4 +1,4 @@
-"""A fake harness TUI for tests and benchmarks: ``python -m the_loop.testing.fake_harness [flags] [prompt]``.
+"""A fake harness TUI for tests and benchmarks: ``python -m the_loop.testing.harness [flags] [prompt]``.
 
 It behaves like an interactive coding agent as far as tmux can tell: it puts its terminal in raw mode, turns on
 bracketed paste (``ESC[?2004h``), shows a prompt line, and reads keystrokes. Everything it sees is appended to a JSONL
@@ -58,7 +58,7 @@ def fake_harness_argv(
     python: str = sys.executable,
 ) -> list[str]:
     """The argv that starts the fake: flags first, the positional boot prompt last (the shape Claude Code takes)."""
-    argv = [python, "-m", "the_loop.testing.fake_harness"]
+    argv = [python, "-m", "the_loop.testing.harness"]
     if log is not None:
         argv += ["--log", os.fspath(log)]
     if session_id is not None:
