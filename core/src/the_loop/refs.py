@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["RefError", "WorkItemRef", "parse_ref", "slug_for", "tmux_name"]
+__all__ = ["RefError", "WorkItemRef", "canonical_ref", "parse_ref", "slug_for", "tmux_name"]
 
 _PROVIDER = r"(?P<provider>[a-z][a-z0-9]*)"
 _HOST = r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d+)?|[A-Za-z0-9-]+:\d+"
@@ -91,6 +91,17 @@ def parse_ref(text: str) -> WorkItemRef:
         f"not a work-item ref: {text!r} (expected <provider>:[<host>/]<owner>/<repo>#<n>, "
         "e.g. github:octo/repo#15, or <provider>:<site>/<KEY>-<n>, e.g. jira:acme.atlassian.net/PROJ-12)"
     )
+
+
+def canonical_ref(text: object) -> str | None:
+    """``text`` as a ref is spelled now (a recorded ``github:Octo/Repo#1`` is ``github:octo/repo#1``), or None when
+    it is no ref."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return str(parse_ref(text))
+    except RefError:
+        return None
 
 
 def slug_for(ref: WorkItemRef) -> str:

@@ -22,10 +22,10 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from the_loop.interfaces import Attribute, GeneratedPath
 
@@ -390,6 +390,32 @@ def load_json(path: Path) -> dict[str, Any] | type[Corrupt] | None:
     except (ValueError, UnicodeDecodeError):
         return Corrupt
     return value if isinstance(value, dict) else Corrupt
+
+
+T = TypeVar("T")
+
+
+class StatMemo(Generic[T]):
+    """What ``compute`` made of a file, kept until the file changes: keyed by (path, inode, mtime, size), and every
+    write of ours is a new inode (``os.replace``). ``limit`` keeps a long-running daemon's memory flat."""
+
+    def __init__(self, compute: Callable[[Path], T], limit: int = 4096) -> None:
+        self._compute = compute
+        self._limit = limit
+        self._seen: dict[tuple[str, int, int, int], T] = {}
+
+    def get(self, path: Path) -> T | None:
+        """None when there is no file at ``path`` (a link there is the link's, never followed)."""
+        try:
+            info = os.stat(path, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        key = (str(path), info.st_ino, info.st_mtime_ns, info.st_size)
+        if key not in self._seen:
+            if len(self._seen) >= self._limit:
+                self._seen.clear()
+            self._seen[key] = self._compute(path)
+        return self._seen[key]
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from the_loop.refs import RefError, normalize_tmux_target, parse_ref
+from the_loop.refs import canonical_ref, normalize_tmux_target
 from the_loop.state import (
     Corrupt,
     StateLayout,
+    StatMemo,
     atomic_write_json,
     is_record_name,
     load_json,
@@ -36,9 +37,7 @@ from the_loop.state import (
 from the_loop.state.slugs import SlugCollision, check_owner, slug_of, work_item_lock
 
 RECENT_DELIVERIES_CAP = 50
-# (path, inode, mtime_ns, size) → (work item, its tmux targets): every write is a new inode (os.replace).
-_TARGETS: dict[tuple[str, int, int, int], tuple[str, set[str]]] = {}
-_TARGETS_MAX = 8192
+
 RECORD_VERSION = 2
 Status = Literal["active", "paused", "closed"]
 
@@ -117,11 +116,19 @@ class Endpoint:
 
 def canonical(ref: Any) -> str:
     """A recorded ref as it is spelled now (owner and repo lower-cased); text that is no ref is kept as it is."""
-    text = str(ref or "")
-    try:
-        return str(parse_ref(text))
-    except RefError:
-        return text
+    return canonical_ref(ref) or str(ref or "")
+
+
+def _session_targets(path: Path) -> tuple[str, set[str]]:
+    """A record's work item and the tmux targets its sessions point at (("", ∅) when it does not parse)."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        return "", set()
+    record = SessionRecord.from_dict(data)
+    return record.work_item, {endpoint.tmux_target for endpoint in record.sessions.values()}
+
+
+_TARGETS: StatMemo[tuple[str, set[str]]] = StatMemo(_session_targets, limit=8192)
 
 
 @dataclass
@@ -246,26 +253,8 @@ class SessionRegistry:
         except FileNotFoundError:
             return []
         found = []
-        for name in names:
-            if not is_record_name(name):
-                continue
-            path = directory / name
-            try:
-                info = os.stat(path, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            key = (str(path), info.st_ino, info.st_mtime_ns, info.st_size)
-            if key not in _TARGETS:
-                data = load_json(path)
-                record = SessionRecord.from_dict(data) if isinstance(data, dict) else None
-                if len(_TARGETS) >= _TARGETS_MAX:
-                    _TARGETS.clear()
-                _TARGETS[key] = (
-                    (record.work_item, {endpoint.tmux_target for endpoint in record.sessions.values()})
-                    if record
-                    else ("", set())
-                )
-            work_item, targets = _TARGETS[key]
+        for name in filter(is_record_name, names):
+            work_item, targets = _TARGETS.get(directory / name) or ("", set())
             if work_item and wanted in targets:
                 found.append(work_item)
         return sorted(found)

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from the_loop.refs import RefError, WorkItemRef, normalize_tmux_target, parse_ref, slug_for, tmux_name
-from the_loop.state import StateError, StateLayout, load_json
+from the_loop.refs import WorkItemRef, canonical_ref, normalize_tmux_target, parse_ref, slug_for, tmux_name
+from the_loop.state import StateError, StateLayout, StatMemo, load_json
 
 __all__ = [
     "SlugCollision",
@@ -41,10 +41,6 @@ __all__ = [
 
 _DIGEST_CHARS = 10
 
-# (path, inode, mtime_ns, size) → the owner read from it. Every record write is a new inode (os.replace), so a
-# changed file never hits; the bound keeps a long-running daemon's memory flat.
-_OWNERS: dict[tuple[str, int, int, int], str | None] = {}
-_OWNERS_MAX = 4096
 # directory → ((inode, mtime_ns), {alias key: [stems]}): adding or removing a file changes the directory's mtime.
 _ALIASES: dict[str, tuple[tuple[int, int], dict[str, list[str]]]] = {}
 
@@ -76,38 +72,22 @@ def _alias(slug: str) -> str:
     return normalize_tmux_target(slug).casefold()
 
 
-def _canonical(text: Any) -> str | None:
-    if not isinstance(text, str) or not text:
+def named_in(data: Any) -> str | None:
+    """The work item a record's contents name, canonical: ``ref`` (portable) or ``workItem`` (local; version 1
+    held it as ``{"ref": …}``)."""
+    if not isinstance(data, dict):
         return None
-    try:
-        return str(parse_ref(text))
-    except RefError:
-        return None
+    named = data.get("ref", data.get("workItem"))
+    return canonical_ref(named.get("ref") if isinstance(named, dict) else named)
 
 
-def _read_owner(path: Path, info: os.stat_result) -> str | None:
-    key = (str(path), info.st_ino, info.st_mtime_ns, info.st_size)
-    if key in _OWNERS:
-        return _OWNERS[key]
-    data = load_json(path)
-    owner = None
-    if isinstance(data, dict):
-        named = data.get("ref", data.get("workItem"))
-        owner = _canonical(named.get("ref") if isinstance(named, dict) else named)
-    if len(_OWNERS) >= _OWNERS_MAX:
-        _OWNERS.clear()
-    _OWNERS[key] = owner
-    return owner
+# Corrupt files are moved aside by their readers, not claimed by anyone: they name nobody.
+_OWNERS: StatMemo[str | None] = StatMemo(lambda path: named_in(load_json(path)))
 
 
 def owner_of(path: Path) -> str | None:
-    """The work item a record file names (its canonical ref), or None: no file, or one that names nobody (corrupt
-    files are moved aside by their readers, not claimed by anyone)."""
-    try:
-        info = os.stat(path, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return _read_owner(path, info)
+    """The work item the record file at ``path`` names (its canonical ref), or None: no file, or it names nobody."""
+    return _OWNERS.get(path)
 
 
 def _owners(layout: StateLayout, slug: str) -> set[str]:
@@ -175,10 +155,7 @@ def tmux_name_of(layout: StateLayout, ref: WorkItemRef | str) -> str:
 
 def check_owner(path: Path, data: Any, ref: WorkItemRef | str) -> None:
     """Refuse to act on ``data`` read from ``path`` when it names another work item than ``ref``; reported."""
-    if not isinstance(data, dict):
-        return
-    named = data.get("ref", data.get("workItem"))
-    owner = _canonical(named.get("ref") if isinstance(named, dict) else named)
+    owner = named_in(data)
     key = str(parse_ref(ref) if isinstance(ref, str) else ref)
     if owner is not None and owner != key:
         from the_loop import events
