@@ -78,6 +78,7 @@ _SUBMIT = "\r"
 _PASTE_MARKERS = re.compile("\x1b\\[20[01]~")
 _PANE_DEAD = "the-loop:pane-dead"
 _POLL_SECONDS = 0.2
+_SERVER_RESTART_TRIES = 3  # new-session answered "server exited unexpectedly": the kill just emptied the server
 
 
 class TmuxError(Exception):
@@ -259,6 +260,7 @@ class TmuxRunner:
         command, warnings = self._new_session(target, Path(cwd), argv, env or {}, strip_env, remain_on_exit)
         state = self.probe(target)
         retried = False
+        restarts = 0
         while True:
             if state == "live" or (state == "unknown" and retried):
                 return self._occupied(target, state)
@@ -270,6 +272,13 @@ class TmuxRunner:
             if answer.returncode == 0:
                 return SpawnResult(target, spawned=True, warnings=tuple(warnings))
             stderr = answer.stderr.decode(errors="replace").strip()
+            if "server exited unexpectedly" in stderr and restarts < _SERVER_RESTART_TRIES:
+                # Killing the server's last session shuts it down; a new-session that reached it while it was
+                # going is answered this way. The next one starts a server of its own.
+                restarts += 1
+                time.sleep(0.05 * restarts)
+                state = self.probe(target)
+                continue
             if "duplicate session" in stderr:
                 if retried:
                     return self._occupied(target, "unknown")
