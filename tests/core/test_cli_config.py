@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from the_loop.config import ConfigError, load_config
+from the_loop.plugins import get_host
 from the_loop.testing import LoopEnv, write_plugin_dist
 
 CURRENT = 'version: "0.12.0"\n'
@@ -403,7 +404,7 @@ def test_env_file_loads_without_overriding_set_variables(loop_env: LoopEnv, monk
     monkeypatch.delenv("TL_TEST_SINGLE", raising=False)
     monkeypatch.setenv("TL_TEST_SET", "from-shell")
 
-    load_config(loop_env.config_path)
+    load_config(loop_env.config_path, get_host())
 
     assert os.environ["TL_TEST_NEW"] == "a\tb"
     assert os.environ["TL_TEST_SINGLE"] == "$x"
@@ -441,7 +442,7 @@ def test_env_file_bad_line_is_reported_by_number_never_by_content(loop_env: Loop
 def test_missing_env_file_is_a_config_error(loop_env: LoopEnv) -> None:
     loop_env.write_config('version: "0.12.0"\nenv: {file: nope.env}\n')
     with pytest.raises(ConfigError, match=r"env\.file: .*nope\.env does not exist"):
-        load_config(loop_env.config_path)
+        load_config(loop_env.config_path, get_host())
 
 
 # ----------------------------------------------------------------------------------------- validate

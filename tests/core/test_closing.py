@@ -24,6 +24,7 @@ import yaml
 from the_loop import events
 from the_loop.config import LoadedConfig, load_config
 from the_loop.models import WorkEvent
+from the_loop.plugins import get_host
 from the_loop.refs import parse_ref
 from the_loop.sessions import workspace
 from the_loop.sessions.closing import close_session
@@ -105,8 +106,6 @@ class World:
             "tmux": {"socketName": self.runner.socket, **tmux},
         }
         path.write_text(yaml.safe_dump({"routing": routing}))
-        from the_loop.plugins import get_host
-
         self.config = load_config(path, get_host())
         events.configure(self.config.state.events_path, "test")
         self.dispatcher = Dispatcher(self.config, runner=self.runner)
@@ -267,7 +266,7 @@ class Cli:
         return self.run("sessions", command, "--work-item", ref, *extra, *args)
 
     def config(self) -> LoadedConfig:
-        return load_config(self.env.config_path)
+        return load_config(self.env.config_path, get_host())
 
     def record(self, ref: str = REF) -> Any:
         return SessionRegistry(self.config().state).load(ref)
@@ -620,7 +619,7 @@ def test_f29_a_bare_reset_or_a_bad_ref_changes_nothing_and_dry_run_is_byte_ident
 
 
 def test_f30_reset_removes_both_records_and_the_index_with_one_reset_line(state_env: LoopEnv) -> None:
-    config = load_config(state_env.config_path)
+    config = load_config(state_env.config_path, get_host())
     store = WorkItemStore(config.state, url_for=lambda _ref: None, sections=("control", "poll"))
     ref = "github:octo/repo#15"
     store.update_section(ref, "control", {"command": "start", "source": "cli"})

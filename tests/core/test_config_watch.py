@@ -12,6 +12,7 @@ import pytest
 from the_loop import events
 from the_loop.config import load_config
 from the_loop.config.watch import ConfigWatcher
+from the_loop.plugins import get_host
 from the_loop.testing import LoopEnv
 
 BASE = {"version": "0.12.0", "routing": {"authorizedUsers": ["octocat"]}}
@@ -20,7 +21,7 @@ BASE = {"version": "0.12.0", "routing": {"authorizedUsers": ["octocat"]}}
 @pytest.fixture
 def watched(loop_env: LoopEnv) -> tuple[LoopEnv, ConfigWatcher]:
     loop_env.write_config(BASE)
-    config = load_config(loop_env.config_path)
+    config = load_config(loop_env.config_path, get_host())
     events.configure(config.state.events_path, "test")
     return loop_env, ConfigWatcher(config)
 

@@ -41,6 +41,7 @@ from the_loop.hooks.lifecycle import (
 from the_loop.hooks.sdk import HookServer, LifecycleHooks, handle_request
 from the_loop.interfaces import Channel, ChannelMessage
 from the_loop.models import WorkEvent
+from the_loop.plugins import get_host
 from the_loop.refs import parse_ref
 from the_loop.routing import control
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
@@ -96,8 +97,6 @@ class World:
             **routing,
         }
         path.write_text(yaml.safe_dump({"routing": settings, "hooks": hooks or []}))
-        from the_loop.plugins import get_host
-
         self.config = load_config(path, get_host())
         events.configure(self.config.state.events_path, "test")
         self.dispatcher = Dispatcher(self.config, runner=self.runner)
@@ -178,8 +177,8 @@ def serve() -> Iterator[Any]:
         server.stop()
 
 
-def ctx_for(point: str, **fields: Any) -> Any:
-    return CONTEXTS[point](work_item=work_item_facts(REF), **fields)
+def ctx_for(config: LoadedConfig, point: str, **fields: Any) -> Any:
+    return CONTEXTS[point](work_item=work_item_facts(REF, config), **fields)
 
 
 # ----------------------------------------------------------------------------------------------- the runner
@@ -206,7 +205,7 @@ def test_plugins_run_first_in_their_order_then_declared_hooks_each_seeing_earlie
     log = tmp_path / "declared.jsonl"
     world.configure(hooks=[recorder("one", log), recorder("two", log, {"session_spawn": {"prompt": "operator"}})])
 
-    decided = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "session_spawn", prompt="boot"), world.config)
 
     assert seen == [("first", "boot"), ("a", "boot+first"), ("b", "boot+first+a"), ("last", "boot+first+a+b")]
     asked = calls(log, "session_spawn")
@@ -231,7 +230,7 @@ def test_a_refusal_sticks_and_its_reason_cannot_be_reworded(world: World, plugin
 
     plugin_host.register(Refuses(), "refuses")
     plugin_host.register(Undoes(), "undoes")
-    decided = lifecycle.run(ctx_for("work_item_start"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "work_item_start"), world.config)
     assert (decided.proceed, decided.reason) == (False, "not on roster")
     assert [e["hook"] for e in world.events("hooks.refused")] == ["refuses"]
     assert [e["hook"] for e in world.events("hooks.decided")] == ["refuses"]
@@ -256,7 +255,7 @@ def test_e24_a_malformed_answer_changes_nothing_and_names_what_is_wrong(
             return answer
 
     plugin_host.register(Malformed(), "malformed")
-    decided = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "session_spawn", prompt="boot"), world.config)
     assert (decided.proceed, decided.prompt) == (True, "boot")
     (failed,) = world.events("hooks.failed")
     assert failed["point"] == "session_spawn" and failed["hook"] == "malformed" and named in failed["error"]
@@ -278,17 +277,17 @@ def test_a_raising_hook_does_not_stop_later_hooks_and_a_required_one_refuses(
     log = tmp_path / "later.jsonl"
     plugin_host.register(Raises(), "raises")
     world.configure(hooks=[recorder("later", log, {"session_spawn": {"prompt": "from later"}})])
-    decided = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "session_spawn", prompt="boot"), world.config)
     assert (decided.proceed, decided.prompt) == (True, "from later")
     assert world.events("hooks.failed")[0]["error"] == "RuntimeError: hook bug"
 
     Raises.the_loop_required = True  # type: ignore[attr-defined]
-    decided = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "session_spawn", prompt="boot"), world.config)
     assert decided.proceed is False
     assert decided.reason == "required hook raises failed: RuntimeError: hook bug"
     assert len(calls(log, "session_spawn")) == 2  # the chain went on after the refusal
     # A point without `proceed` cannot be refused: the failure is only logged.
-    spawned = lifecycle.run(ctx_for("session_spawned"), world.config)
+    spawned = lifecycle.run(ctx_for(world.config, "session_spawned"), world.config)
     assert spawned.announce is True
     assert world.events("hooks.failed")[-1]["required"] is True
 
@@ -304,9 +303,9 @@ def test_an_empty_text_is_no_change_and_facts_cannot_be_changed(world: World, pl
             return Decision(question="", summary="short")
 
     plugin_host.register(Blanks(), "blanks")
-    decided = lifecycle.run(ctx_for("input_received", text="hello", actor="alice"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "input_received", text="hello", actor="alice"), world.config)
     assert (decided.text, decided.actor, decided.work_item.ref) == ("hello", "alice", REF)
-    asked = lifecycle.run(ctx_for("waiting_for_input", question="Which one?"), world.config)
+    asked = lifecycle.run(ctx_for(world.config, "waiting_for_input", question="Which one?"), world.config)
     assert (asked.question, asked.summary) == ("Which one?", "short")
 
 
@@ -314,7 +313,7 @@ def test_e26_work_item_complete_can_skip_only_the_announcement(world: World, tmp
     """E26's runner half: the close path (GitHub plugin II) fires this point and acts on `announce`."""
     log = tmp_path / "complete.jsonl"
     world.configure(hooks=[recorder("quiet", log, {"work_item_complete": {"announce": False}})])
-    ctx = ctx_for("work_item_complete", state="closed", source="webhook", actor="octocat")
+    ctx = ctx_for(world.config, "work_item_complete", state="closed", source="webhook", actor="octocat")
     decided = lifecycle.run(ctx, world.config)
     assert decided.announce is False and decided.state == "closed"
     assert calls(log)[0]["ctx"]["state"] == "closed"
@@ -337,7 +336,7 @@ def test_the_runner_never_raises_into_its_caller(world: World, monkeypatch: pyte
         raise RuntimeError("no host")
 
     monkeypatch.setattr(lifecycle, "_chain", broken)
-    ctx = ctx_for("work_item_start")
+    ctx = ctx_for(world.config, "work_item_start")
     assert lifecycle.run(ctx, world.config) == ctx
     assert world.events("hooks.failed")[0]["hook"] == "(runner)"
 
@@ -349,7 +348,7 @@ def load(tmp_path: Path, document: str) -> LoadedConfig:
     path = tmp_path / "cfg" / "cli-config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(document)
-    return load_config(path)
+    return load_config(path, get_host())
 
 
 @pytest.mark.parametrize(
@@ -438,7 +437,7 @@ def test_l2_a_path_resolves_beside_the_config_file_without_following_symlinks(tm
     linked.mkdir()
     (linked / "cli-config.yaml").symlink_to(real / "cli-config.yaml")
     (linked / "hooks").symlink_to(real / "hooks")
-    config = load_config(linked / "cli-config.yaml")
+    config = load_config(linked / "cli-config.yaml", get_host())
     from the_loop.hooks.config import hook_target
 
     assert hook_target(config.core.hooks[0], config.ref.path) == str(linked / "hooks" / "x.py")
@@ -665,7 +664,7 @@ def test_a_remote_hook_gets_the_context_as_params_with_its_token_read_at_call_ti
     log = tmp_path / "remote.jsonl"
     server = serve(Recorder(str(log), {"session_spawn": {"prompt": "remote prompt"}}), token_env="HOOK_TOKEN")
     world.configure(hooks=[{"name": "r", "url": server.url, "tokenEnv": "HOOK_TOKEN", "on": ["session_spawn"]}])
-    ctx = ctx_for("session_spawn", harness="fake", cwd="/w", harness_args=("--x",), prompt="boot")
+    ctx = ctx_for(world.config, "session_spawn", harness="fake", cwd="/w", harness_args=("--x",), prompt="boot")
 
     unset = lifecycle.run(ctx, world.config)  # no token in the environment: nothing is sent
     assert unset.prompt == "boot" and not calls(log)
@@ -700,7 +699,8 @@ def test_a_remote_hook_gets_the_context_as_params_with_its_token_read_at_call_ti
         "proceed": True,
         "reason": "",
     }
-    assert lifecycle.run(ctx_for("work_item_start"), world.config).proceed is True  # `on` narrows: not asked
+    # `on` narrows: work_item_start is not asked
+    assert lifecycle.run(ctx_for(world.config, "work_item_start"), world.config).proceed is True
     assert len(calls(log)) == 1
     assert "secret-token-value" not in world.config.state.events_path.read_text()
 
@@ -737,7 +737,7 @@ def test_e24_a_reply_with_another_id_is_a_failure(world: World) -> None:
     thread.start()
     try:
         world.configure(hooks=[{"name": "liar", "url": f"http://127.0.0.1:{server.server_address[1]}/"}])
-        decided = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config)
+        decided = lifecycle.run(ctx_for(world.config, "session_spawn", prompt="boot"), world.config)
     finally:
         server.shutdown()
         server.server_close()
@@ -749,7 +749,7 @@ def test_e24_a_reply_with_another_id_is_a_failure(world: World) -> None:
 def test_an_unreachable_or_erroring_remote_hook_is_a_failure(world: World) -> None:
     port = free_port()  # nothing listens there
     world.configure(hooks=[{"name": "gone", "url": f"http://127.0.0.1:{port}/", "timeoutSeconds": 2}])
-    decided = lifecycle.run(ctx_for("work_item_start"), world.config)
+    decided = lifecycle.run(ctx_for(world.config, "work_item_start"), world.config)
     assert decided.proceed is True
     assert world.events("hooks.failed")[0]["error"].startswith("ConnectError: ")
 
@@ -774,8 +774,8 @@ def test_l11_a_remote_call_is_one_json_rpc_post_with_the_entrys_headers_and_a_fr
     url = f"http://127.0.0.1:{server.server_address[1]}/hook"
     try:
         world.configure(hooks=[{"name": "h", "url": url, "tokenEnv": "HOOK_TOKEN", "headers": {"X-Team": "core"}}])
-        lifecycle.run(ctx_for("work_item_start", actor="alice"), world.config)
-        lifecycle.run(ctx_for("session_spawned"), world.config)
+        lifecycle.run(ctx_for(world.config, "work_item_start", actor="alice"), world.config)
+        lifecycle.run(ctx_for(world.config, "session_spawned"), world.config)
     finally:
         server.shutdown()
         server.server_close()
@@ -1251,15 +1251,15 @@ def test_the_worked_example_of_each_executor_kind_runs_as_documented(
     (modules / "roster_hooks.py").write_text(module_code)
     monkeypatch.syspath_prepend(str(modules))
     world.configure(hooks=module_yaml)
-    assert lifecycle.run(ctx_for("work_item_start", actor="alice"), world.config).proceed is True
-    refused = lifecycle.run(ctx_for("work_item_start", actor="mallory"), world.config)
+    assert lifecycle.run(ctx_for(world.config, "work_item_start", actor="alice"), world.config).proceed is True
+    refused = lifecycle.run(ctx_for(world.config, "work_item_start", actor="mallory"), world.config)
     assert (refused.proceed, refused.reason) == (False, "mallory is not on the roster")
 
     rules = world.config.ref.path.parent / "hooks" / "house_rules.py"  # `path` is beside the config file
     rules.parent.mkdir()
     rules.write_text(path_code)
     world.configure(hooks=path_yaml)
-    prompt = lifecycle.run(ctx_for("session_spawn", prompt="boot"), world.config).prompt
+    prompt = lifecycle.run(ctx_for(world.config, "session_spawn", prompt="boot"), world.config).prompt
     assert prompt.startswith("House rules: ") and prompt.endswith("\n\nboot")
 
     sidecar = tmp_path / "roster_sidecar.py"
@@ -1272,9 +1272,9 @@ def test_the_worked_example_of_each_executor_kind_runs_as_documented(
     server = serve(side.Roster(), token_env="ROSTER_TOKEN")
     (entry,) = url_yaml
     world.configure(hooks=[{**entry, "url": server.url}])
-    refused = lifecycle.run(ctx_for("work_item_start", actor="carol"), world.config)
+    refused = lifecycle.run(ctx_for(world.config, "work_item_start", actor="carol"), world.config)
     assert (refused.proceed, refused.reason) == (False, "not on roster")
-    assert lifecycle.run(ctx_for("work_item_start", actor="bob"), world.config).proceed is True
+    assert lifecycle.run(ctx_for(world.config, "work_item_start", actor="bob"), world.config).proceed is True
 
     (params_example,) = [b for b in _blocks(text, "json") if '"method": "session_spawn"' in b]
     params = json.loads(params_example)["params"]
@@ -1283,6 +1283,6 @@ def test_the_worked_example_of_each_executor_kind_runs_as_documented(
     plugin = types.ModuleType("doc_plugin")
     exec(compile(plugin_code, "lifecycle.md (plugin example)", "exec"), plugin.__dict__)
     plugin_host.register(plugin, "doc-plugin")
-    private = CONTEXTS["session_spawned"](work_item=work_item_facts("fake:octo/private-x#1"))
+    private = CONTEXTS["session_spawned"](work_item=work_item_facts("fake:octo/private-x#1", world.config))
     assert lifecycle.run(private, world.config).announce is False
-    assert lifecycle.run(ctx_for("session_spawned"), world.config).announce is True
+    assert lifecycle.run(ctx_for(world.config, "session_spawned"), world.config).announce is True

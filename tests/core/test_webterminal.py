@@ -27,6 +27,7 @@ import yaml
 from the_loop import events
 from the_loop.config import load_config
 from the_loop.daemon.webterminal import WebTerminal, ttyd_argv
+from the_loop.plugins import get_host
 from the_loop.state import StateLayout
 from the_loop.state.registry import Endpoint, SessionRegistry
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
@@ -150,7 +151,7 @@ def configure(env: LoopEnv, service: str, port: int, **extra: Any) -> None:
 
 
 def test_ttyd_listens_on_a_unix_socket_trusting_only_the_gates_header_and_checking_origins() -> None:
-    config = load_config(Path("/nonexistent/cli-config.yaml"))
+    config = load_config(Path("/nonexistent/cli-config.yaml"), get_host())
     assert ttyd_argv(config, Path("/tmp/the-loop-terminal-x/ttyd.sock")) == [
         "ttyd",
         "--writable",
@@ -259,7 +260,7 @@ def test_a_configured_credential_is_used_and_withheld_from_sessions(env: LoopEnv
     configure(
         env, "poller", port, routing={"webTerminal": {"enabled": True, "port": port, "tokenEnv": "FAKE_SECRET_TERM"}}
     )
-    config = load_config(env.config_path)
+    config = load_config(env.config_path, get_host())
     assert "FAKE_SECRET_TERM" in session_withheld_env(config)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "the_loop", "-c", str(env.config_path), "daemon", "run", "poller"],
@@ -329,7 +330,7 @@ def test_a_ttyd_ignoring_sigterm_is_killed_after_the_grace_and_one_terminal_serv
     path = tmp_path / "cfg" / ".the-loop" / "cli-config.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(yaml.safe_dump({"routing": {"webTerminal": {"enabled": True, "port": free_port()}}}))
-    config = load_config(path)
+    config = load_config(path, get_host())
     events.configure(config.state.events_path, "test")
     first, second = WebTerminal(config, grace=0.5), WebTerminal(config, grace=0.5)
     assert first.start()
@@ -357,7 +358,7 @@ def test_a_ttyd_that_exits_at_once_is_a_warning_not_a_failure(tmp_path: Path, mo
     path = tmp_path / "cfg" / ".the-loop" / "cli-config.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(yaml.safe_dump({"routing": {"webTerminal": {"enabled": True}}}))
-    config = load_config(path)
+    config = load_config(path, get_host())
     events.configure(config.state.events_path, "test")
     terminal = WebTerminal(config)
     assert terminal.start() is False

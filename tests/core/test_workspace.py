@@ -19,6 +19,7 @@ import yaml
 from the_loop import events
 from the_loop.config import LoadedConfig, load_config
 from the_loop.models import WorkEvent
+from the_loop.plugins import get_host
 from the_loop.refs import parse_ref
 from the_loop.sessions import workspace
 from the_loop.sessions.dispatcher import Dispatcher
@@ -77,7 +78,7 @@ def make_config(tmp: Path, routing: dict[str, Any] | None = None, **workspace_ke
     keys = {"root": str(tmp / "ws"), "cloneUrlBase": f"file://{tmp / 'remote'}", **workspace_keys}
     routing = {"spawnWorkdir": str(tmp / "work"), "workspace": keys, **(routing or {})}
     path.write_text(yaml.safe_dump({"routing": routing}))
-    config = load_config(path)
+    config = load_config(path, get_host())
     events.configure(config.state.events_path, "test")
     return config
 

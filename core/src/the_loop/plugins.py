@@ -35,7 +35,6 @@ if TYPE_CHECKING:
         ServiceSpec,
         TicketProvider,
     )
-    from the_loop.refs import WorkItemRef
 
 ENTRY_POINT_GROUP = "the_loop.plugins"
 DEFAULT_PLUGINS = ("the_loop.default_plugins.core",)
@@ -275,12 +274,6 @@ def get_host() -> PluginHost:
     if _host is None:
         _host = PluginHost.create()
     return _host
-
-
-def ticket_provider(config: LoadedConfig | None, ref: WorkItemRef) -> TicketProvider | None:
-    """The installed ticketing provider for ``ref``'s scheme, built with ``config``; None when none is installed."""
-    cls = get_host().ticket_providers().get(ref.provider)
-    return cls(config) if cls is not None else None  # type: ignore[arg-type]
 
 
 def set_host(host: PluginHost | None) -> None:

@@ -24,6 +24,7 @@ import yaml
 from fake_github import FakeGitHub
 from gh_receiver import AUTO_LABEL, Receiver
 
+from the_loop.plugins import get_host
 from the_loop.state import StateLayout
 from the_loop.state.slugs import slug_of
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
@@ -449,7 +450,7 @@ def test_a24_cleanup_without_a_session_removes_a_stale_checkout(loop: Callable[.
 
     bare_repository(gh_env.tmp)
     machine = loop(workspace={"root": str(gh_env.tmp / "ws"), "cloneUrlBase": f"file://{gh_env.tmp / 'remote'}"})
-    config = load_config(gh_env.config_path)
+    config = load_config(gh_env.config_path, get_host())
     ref = parse_ref(REF)
     stale = workspace.prepare(config, ref).path  # what a crashed earlier run left behind
     assert workspace.checkout_paths(config, ref) and machine.record() is None

@@ -22,16 +22,14 @@ BOUND_ONLY = ("work-item.closed",)  # published only into a conversation that al
 PUBLISHED_CAP = 500
 
 
-def installed() -> dict[str, type[Channel]]:
-    from the_loop.plugins import get_host
-
-    return get_host().channels()
+def installed(config: LoadedConfig) -> dict[str, type[Channel]]:
+    return config.host.channels()
 
 
 def enabled_channels(config: LoadedConfig) -> list[Channel]:
     """Every installed channel ``config`` turns on; a channel whose check raises counts as off."""
     found = []
-    for cls in installed().values():
+    for cls in installed(config).values():
         try:
             if cls.enabled(config):
                 found.append(cls(config))

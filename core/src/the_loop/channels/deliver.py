@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def routed(router: Router, event: InboundEvent, target: WorkItemRef) -> Outcome | None:
     """The router's one call into channels, at delivery: a channel reply is mirrored and delivered here (the
     outcome); a person's ticket comment is published as ``comment.human`` and delivery goes on (None)."""
-    names = installed()
+    names = installed(router.config)
     if event.kind == "reply" and event.provider in names:
         return _deliver_reply(router, event, target)
     body = event.body or ""

@@ -76,6 +76,5 @@ def mirror_text(config: LoadedConfig, name: str, message_text: str, author: str)
 
 
 def _ticket(config: LoadedConfig, ref: WorkItemRef) -> Any:
-    from the_loop.plugins import ticket_provider
 
-    return ticket_provider(config, ref)
+    return config.tickets(ref)

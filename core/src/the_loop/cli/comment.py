@@ -34,9 +34,7 @@ WORK_ITEM = click.option(
 
 def provider_for(config: LoadedConfig, ref: WorkItemRef) -> TicketProvider:
     """The ticket provider of the ref's scheme, after it validated the ref; exit 2 when none is installed."""
-    from the_loop.plugins import get_host
-
-    providers = get_host().ticket_providers()
+    providers = config.host.ticket_providers()
     provider_cls = providers.get(ref.provider)
     if provider_cls is None:
         installed = ", ".join(sorted(providers)) or "none"

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from the_loop import events as log
 from the_loop.cli._app import app
+
+if TYPE_CHECKING:
+    from the_loop.plugins import PluginHost
 
 # Fields the table shows in their own columns; everything else goes into Detail as k=v.
 _ENVELOPE = ("ts", "source", "level", "event", "pid", "work_item")
@@ -67,7 +70,7 @@ def events(
 ) -> None:
     """Query the decision log (events.jsonl)."""
     if list_types:
-        _print_catalog(output_format)
+        _print_catalog(app(ctx).host, output_format)
         return
     if follow and output_format == "json":
         raise click.UsageError("--follow streams records; use --format table or jsonl")
@@ -129,11 +132,9 @@ def _value(value: Any) -> str:
     return str(value).replace("\n", "\\n")  # one record, one row
 
 
-def _print_catalog(output_format: str) -> None:
-    from the_loop.plugins import get_host
-
+def _print_catalog(host: PluginHost, output_format: str) -> None:
     catalog: dict[str, str] = {}
-    for event_type in get_host().event_types():  # core's types come through its built-in plugin, first
+    for event_type in host.event_types():  # core's types come through its built-in plugin, first
         catalog.setdefault(event_type.name, event_type.description)
     if output_format == "table":
         width = max(map(len, catalog), default=0)

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from the_loop.config.models import CoreConfig
+    from the_loop.interfaces import TicketProvider
     from the_loop.plugins import PluginHost
+    from the_loop.refs import WorkItemRef
 
 CONFIG_ENV = "THE_LOOP_CLI_CONFIG"
 CONFIG_NAME = "cli-config.yaml"
@@ -96,12 +98,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 @dataclass
 class LoadedConfig:
-    """A config that loaded: its provenance, raw mapping, core model, state layout and warnings."""
+    """A config that loaded: its provenance, raw mapping, core model, state layout and warnings, and the plugin
+    host it was loaded with. The host travels with the config because the sections it validated mean something
+    only with those plugins; everything that needs an installed provider asks ``config.host``, never a global."""
 
     ref: ConfigRef
     raw: dict[str, Any]
     core: CoreConfig
     state: StateLayout
+    host: PluginHost = field(repr=False, compare=False)
     warnings: list[str] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -114,6 +119,12 @@ class LoadedConfig:
 
     def raw_at(self, path: str) -> Any:
         return _raw_at(self.raw, path)
+
+    def tickets(self, ref: WorkItemRef) -> TicketProvider | None:
+        """The ticketing provider the host has for ``ref``'s scheme, built with this config; None when none is
+        installed."""
+        cls = self.host.ticket_providers().get(ref.provider)
+        return cls(self) if cls is not None else None  # type: ignore[arg-type]
 
 
 def _raw_at(raw: Mapping[str, Any], path: str) -> Any:
@@ -235,10 +246,9 @@ def load_env_file(path: Path) -> tuple[list[str], list[str]]:
     return warnings, names
 
 
-def load_config(
-    flag: str | os.PathLike[str] | None = None, host: PluginHost | None = None, *, load_env: bool = True
-) -> LoadedConfig:
-    """Resolve, read, migrate-check and validate the config. Raises :class:`ConfigError`."""
+def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_env: bool = True) -> LoadedConfig:
+    """Resolve, read, migrate-check and validate the config against ``host``'s plugin sections. Raises
+    :class:`ConfigError`."""
     from the_loop.config.migrations import find_retired, version_too_old, version_tuple
     from the_loop.config.models import CURRENT_CONFIG_VERSION, OLDEST_CONFIG_VERSION, CoreConfig
 
@@ -279,10 +289,9 @@ def load_config(
 
     claimed: dict[str, Any] = {}
     secrets: dict[str, tuple[str, ...]] = {}
-    if host is not None:
-        for _plugin, section in host.config_sections():
-            claimed[section.path] = _import(section.model)
-            secrets[section.path] = section.secrets
+    for _plugin, section in host.config_sections():
+        claimed[section.path] = _import(section.model)
+        secrets[section.path] = section.secrets
     sections = {
         path: validate_section(model, _raw_at(raw, path), path, ref.path, raw) for path, model in claimed.items()
     }
@@ -297,7 +306,14 @@ def load_config(
         gh_webhook_pidfile=core.webhooks.gh_webhook.pidfile,
     )
     loaded = LoadedConfig(
-        ref=ref, raw=raw, core=core, state=layout, warnings=warnings, sections=sections, unknown_keys=unclaimed
+        ref=ref,
+        raw=raw,
+        core=core,
+        state=layout,
+        host=host,
+        warnings=warnings,
+        sections=sections,
+        unknown_keys=unclaimed,
     )
     loaded.secrets = secrets
     if load_env and core.env.file:

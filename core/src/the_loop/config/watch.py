@@ -19,7 +19,6 @@ from the_loop import events
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
-    from the_loop.plugins import PluginHost
 
 
 def _stat_key(path: os.PathLike[str] | str) -> tuple[int, int, int] | None:
@@ -45,9 +44,8 @@ def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 class ConfigWatcher:
     """Hands out the current :class:`LoadedConfig`, reloading it when the file's content changes."""
 
-    def __init__(self, config: LoadedConfig, host: PluginHost | None = None) -> None:
+    def __init__(self, config: LoadedConfig) -> None:
         self.path = config.ref.path
-        self.host = host
         self._config = config
         self._lock = threading.Lock()
         self._stat = _stat_key(self.path)
@@ -72,7 +70,7 @@ class ConfigWatcher:
 
         old = self._config
         try:
-            new = load_config(self.path, self.host)
+            new = load_config(self.path, old.host)  # the same plugins: they are not reloaded
             if new.state != old.state:  # the inbox, locks, registry, log and pidfiles of this process live there
                 raise ConfigError(
                     f"{self.path}: state.root, routing.registryDir, eventLog.path or webhooks.ghWebhook.pidfile "

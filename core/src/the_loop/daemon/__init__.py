@@ -128,7 +128,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
         from the_loop.daemon.webterminal import serving
         from the_loop.routing.router import route_pending, start_routing
 
-        latest = ConfigWatcher(config, app.host).current  # edits to the file apply without a restart (issue-222)
+        latest = ConfigWatcher(config).current  # edits to the file apply without a restart (issue-222)
         with serving(config, spec.ingress):  # routing.webTerminal: a ttyd child for as long as an ingress runs
             # The router works the inbox beside the service (routing.enabled): one worker per state root.
             router = start_routing(latest, stop) if spec.ingress and not once else None

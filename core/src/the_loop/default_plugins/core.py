@@ -34,10 +34,8 @@ def loop_record_attributes() -> list[Attribute]:
 
 def harness_problems(config: LoadedConfig) -> list[str]:
     """Decision 8: a routing service needs ``routing.defaultHarness`` to name an installed tmux-hostable adapter."""
-    from the_loop.plugins import get_host
-
     name = config.core.routing.default_harness
-    adapters = get_host().harnesses()
+    adapters = config.host.harnesses()
     adapter = adapters.get(name)
     hostable = sorted(n for n, cls in adapters.items() if cls.capabilities.tmux_hostable)
     choices = ", ".join(hostable) or "none installed"
@@ -56,21 +54,17 @@ def harness_problems(config: LoadedConfig) -> list[str]:
 
 def webhook_problems(config: LoadedConfig) -> list[str]:
     """The receiver's: each installed route's own (its secret), or none installed at all."""
-    from the_loop.plugins import get_host
-
-    routes = [i for i in get_host().ingresses(config) if isinstance(i, WebhookIngress)]
+    routes = [i for i in config.host.ingresses(config) if isinstance(i, WebhookIngress)]
     if not routes:
         return ["no webhook route is installed (pip install 'the-loop[github]' or 'the-loop[jira]')"]
     return [problem for route in routes for problem in route.problems()] + routing_problems(config)
 
 
 def poller_problems(config: LoadedConfig) -> list[str]:
-    from the_loop.plugins import get_host
-
     polling = config.core.polling
     if not polling.sources:
         return ["polling.sources is empty: name at least one source (provider and scopes)"]
-    sources = {i.name: i for i in get_host().ingresses(config) if isinstance(i, PollSource)}
+    sources = {i.name: i for i in config.host.ingresses(config) if isinstance(i, PollSource)}
     installed = set(sources)
     problems = [
         f"polling.sources[{index}].provider: {source.provider!r} has no installed poll source "

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
+    from the_loop.plugins import PluginHost
     from the_loop.refs import WorkItemRef
 
 __all__ = [
@@ -94,18 +95,16 @@ class WorkItemFacts:
     id: str = ""
 
 
-def _slug(item: WorkItemRef, config: LoadedConfig | None) -> str:
+def _slug(item: WorkItemRef, config: LoadedConfig) -> str:
     from the_loop.state.slugs import SlugCollision, slug_of
 
-    if config is None:
-        return item.slug
     try:
         return slug_of(config.state, item)
     except SlugCollision:
         return item.slug
 
 
-def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig | None = None, *, kind: str = "") -> WorkItemFacts:
+def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig, *, kind: str = "") -> WorkItemFacts:
     """The ``work_item`` fact for ``ref``; ``url`` from its ticket provider when one is installed."""
     from the_loop.refs import DEFAULT_HOSTS, parse_ref
     from the_loop.state.store import provider_url
@@ -462,11 +461,8 @@ class Hook:
     call: Callable[[LifecycleContext], object]
 
 
-def _plugin_hooks(point: str) -> Iterator[Hook]:
+def _plugin_hooks(host: PluginHost, point: str) -> Iterator[Hook]:
     """Plugins' implementations of ``loop_<point>``, in the host's one order (tryfirst, registration, trylast)."""
-    from the_loop.plugins import get_host
-
-    host = get_host()
     for impl in host.implementations(f"loop_{point}"):
         plugin = host.pm.get_plugin(impl.plugin_name)
         function, argnames = impl.function, impl.argnames
@@ -477,20 +473,17 @@ def _plugin_hooks(point: str) -> Iterator[Hook]:
         )
 
 
-def _chain(point: str, config: LoadedConfig | None) -> list[Hook]:
-    hooks = list(_plugin_hooks(point))
-    if config is not None:
-        from the_loop.hooks.executors import declared_hooks
+def _chain(point: str, config: LoadedConfig) -> list[Hook]:
+    from the_loop.hooks.executors import declared_hooks
 
-        hooks.extend(declared_hooks(config, point))
-    return hooks
+    return [*_plugin_hooks(config.host, point), *declared_hooks(config, point)]
 
 
-def run(ctx: C, config: LoadedConfig | None = None) -> C:
+def run(ctx: C, config: LoadedConfig) -> C:
     """Ask every hook of ``ctx.point`` in order and return the context with their decisions applied.
 
     Never raises: a hook's failure is logged (``hooks.failed``) and, for a required hook at a point with
-    ``proceed``, turned into a refusal. ``config`` supplies the operator's declared hooks (none without it).
+    ``proceed``, turned into a refusal. ``config`` supplies the plugins' hooks (its host) and the operator's.
     """
     from the_loop import events
 

@@ -136,10 +136,8 @@ class Heartbeat:
 
 def configured_sources(ctx: ServiceContext) -> list[PollSource]:
     """The installed poll sources ``polling.sources`` names, once each, in the order they are named."""
-    from the_loop.plugins import get_host
-
     installed: dict[str, PollSource] = {}
-    for item in get_host().ingresses(ctx.config):
+    for item in ctx.config.host.ingresses(ctx.config):
         if isinstance(item, PollSource):
             installed.setdefault(item.name, item)
     names = dict.fromkeys(source.provider for source in ctx.config.core.polling.sources)

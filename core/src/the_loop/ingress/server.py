@@ -340,10 +340,8 @@ def guarded_protocol(max_per_peer: int) -> type[Any]:
 
 def run_service(ctx: ServiceContext) -> None:
     """The ``gh-webhook`` service's target: core's HTTP server with every installed webhook ingress."""
-    from the_loop.plugins import get_host
-
     hook = ctx.config.core.webhooks.gh_webhook
-    ingresses = [item for item in get_host().ingresses(ctx.config) if isinstance(item, WebhookIngress)]
+    ingresses = [item for item in ctx.config.host.ingresses(ctx.config) if isinstance(item, WebhookIngress)]
     app = build_app(ingresses, max_body_bytes=hook.max_body_bytes, read_timeout=hook.request_timeout_seconds)
     routes = [route.path for route in app.routes if isinstance(route, Route)]
     server = uvicorn.Server(

@@ -188,10 +188,8 @@ def arming_refusal(config: LoadedConfig, ref: WorkItemRef, labels: Iterable[str]
     if not routing.auto_execute_labels:
         return "routing.autoExecuteLabels is empty: no label arms a work item"
     if labels is None:
-        from the_loop.plugins import ticket_provider
-
         try:
-            tickets = ticket_provider(config, ref)
+            tickets = config.tickets(ref)
             if tickets is None:
                 return f"cannot read the labels of {ref}: no ticketing provider for {ref.provider!r} is installed"
             labels = tickets.labels(ref)
@@ -223,9 +221,8 @@ def explain_refusal(config: LoadedConfig, ref: WorkItemRef, reason: str, text: s
 def post_marked(config: LoadedConfig, ref: WorkItemRef, text: str) -> str | None:
     """Post a self-marked comment on ``ref`` through its ticketing provider; the comment id, or None when no
     provider for its scheme is installed. Raises what the provider raises."""
-    from the_loop.plugins import ticket_provider
 
-    provider = ticket_provider(config, ref)
+    provider = config.tickets(ref)
     if provider is None:
         return None
     return provider.post_comment(ref, provider.mark(text))

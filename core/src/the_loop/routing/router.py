@@ -533,9 +533,8 @@ class Router:
         return Outcome("dropped", reason=reason)
 
     def _provider(self, ref: WorkItemRef) -> TicketProvider | None:
-        from the_loop.plugins import ticket_provider
 
-        return ticket_provider(self.config, ref)
+        return self.config.tickets(ref)
 
     def _react(self, provider: TicketProvider | None, event: InboundEvent, state: str) -> None:
         """``routing.reactions``: started → completed or error on the triggering object; best-effort."""

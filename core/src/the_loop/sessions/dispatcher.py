@@ -566,7 +566,6 @@ class Dispatcher:
 
     def _announce(self, work_item: str, harness: str, target: str) -> None:
         """One self-marked comment with the attach commands, built from registry fields only; best-effort."""
-        from the_loop.plugins import ticket_provider
 
         ref = parse_ref(work_item)
         tmux = " ".join(self.runner.command_prefix)
@@ -577,7 +576,7 @@ class Dispatcher:
             f"    the-loop sessions attach --work-item {work_item} --read-only\n"
         )
         try:
-            provider = ticket_provider(self.config, ref)
+            provider = self.config.tickets(ref)
             if provider is None:
                 return  # no ticketing provider for this scheme: nothing to announce on
             provider.post_comment(ref, provider.mark(body))

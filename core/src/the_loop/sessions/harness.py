@@ -26,9 +26,7 @@ def valid_session_id(session_id: str) -> bool:
 
 def adapter_for(name: str, config: LoadedConfig) -> HarnessAdapter:
     """The installed adapter called ``name``, ready for a tmux-hosted session, or :class:`HarnessError`."""
-    from the_loop.plugins import get_host
-
-    adapters = get_host().harnesses()
+    adapters = config.host.harnesses()
     cls = adapters.get(name)
     if cls is None:
         installed = ", ".join(sorted(adapters)) or "none"

@@ -89,9 +89,8 @@ def _part(value: str, what: str) -> str:
 
 def _mapped_repository(config: LoadedConfig, ref: WorkItemRef) -> tuple[str, str, str] | None:
     """A key-form ref's code repository as its provider maps it (host, owner, repo); None when unmapped."""
-    from the_loop.plugins import ticket_provider
 
-    provider = ticket_provider(config, ref)
+    provider = config.tickets(ref)
     mapped = provider.code_repository(ref) if provider is not None else None
     if not mapped:
         return None

@@ -55,17 +55,16 @@ CACHE_VERSION = 1
 RECORD_MODE = 0o644  # portable files are tracked: readable like any other file in the repository
 
 
-def known_sections() -> tuple[str, ...]:
+def known_sections(config: LoadedConfig | None) -> tuple[str, ...]:
     """The section names a portable record may hold: every declared portable attribute that is not derived.
 
-    Core's come from :data:`ATTRIBUTES`; a plugin adds its own through ``loop_record_attributes``. A kind the
-    portable file may not hold (a machine handle) is never a section, whoever declares it.
+    Core's come from :data:`ATTRIBUTES`; a plugin adds its own through ``loop_record_attributes`` (asked of
+    ``config``'s host; without a config, core's alone). A kind the portable file may not hold (a machine handle) is
+    never a section, whoever declares it.
     """
     declared = list(ATTRIBUTES)
     try:
-        from the_loop.plugins import get_host
-
-        declared += get_host().record_attributes()
+        declared += config.host.record_attributes() if config is not None else []
     except Exception as exc:  # a broken host must not stop core's own sections from being written
         warn_once("store:attributes", f"cannot read plugin record attributes: {exc}")
     allowed = ATTRIBUTE_KINDS["portable"] - {"derived"}
@@ -82,10 +81,10 @@ def provider_url(ref: WorkItemRef, config: LoadedConfig | None = None) -> str | 
     None when no provider for the ref's scheme is installed, when it cannot say, or when asking fails (a provider
     that needs a config it was not given, say): a link somewhere other than the work item is worse than no link.
     """
+    if config is None:
+        return None
     try:
-        from the_loop.plugins import ticket_provider
-
-        provider = ticket_provider(config, ref)
+        provider = config.tickets(ref)
         url = provider.url(ref) if provider is not None else None
     except Exception:
         return None
@@ -112,6 +111,7 @@ class WorkItemStore:
         sections: Iterable[str] | None = None,
     ) -> None:
         self.layout = layout
+        self._config = config
         self._url_for = url_for or functools.partial(provider_url, config=config)
         self._sections = tuple(sections) if sections is not None else None
         self._urls: dict[str, str | None] = {}
@@ -120,7 +120,7 @@ class WorkItemStore:
     @property
     def sections(self) -> tuple[str, ...]:
         if self._sections is None:
-            self._sections = known_sections()
+            self._sections = known_sections(self._config)
         return self._sections
 
     # ---------------------------------------------------------------------------------------------- reading

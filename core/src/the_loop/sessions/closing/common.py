@@ -112,10 +112,9 @@ def _ordered(record: SessionRecord, only: str | None = None) -> list[str]:
 def running_services(config: LoadedConfig) -> list[str]:
     """Names of the services whose pidfile lock is held right now (a daemon that may write state back)."""
     from the_loop.daemon import runlock
-    from the_loop.plugins import get_host
 
     running = []
-    for spec in get_host().services(config):
+    for spec in config.host.services(config):
         with contextlib.suppress(OSError):
             if runlock.is_held(spec.pidfile):
                 running.append(spec.name)

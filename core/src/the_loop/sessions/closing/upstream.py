@@ -158,10 +158,9 @@ def _forget_close_keys(config: LoadedConfig, item: WorkItemRef) -> None:
     """A reopened item's earlier close keys no longer stand for anything: forget them, so its next close counts.
     Best-effort: an unreadable inbox leaves them, and that close is then dropped as a duplicate."""
     from the_loop.ingress.inbox import Inbox
-    from the_loop.plugins import ticket_provider
 
     try:
-        provider = ticket_provider(config, item)
+        provider = config.tickets(item)
         keys = provider.close_keys(item) if provider is not None else []
         if keys:
             Inbox.for_config(config).forget(*keys)
