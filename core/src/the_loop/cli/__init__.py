@@ -169,7 +169,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
     """the-loop: ticket activity in, live AI coding-agent sessions in tmux out."""
-    from the_loop.cli._app import AppContext
+    from the_loop.command import AppContext
 
     ctx.obj = AppContext(config_flag=config_path, debug=debug)
 
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:
-        from the_loop.cli._app import describe_error
+        from the_loop.command import describe_error
 
         known = describe_error(exc)
         if debug:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from the_loop import events
-from the_loop.cli._app import app, print_json
 from the_loop.cli.comment import WORK_ITEM, post_marked
+from the_loop.command import app, print_json
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef

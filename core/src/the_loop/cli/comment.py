@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import app, parse_work_item, print_json
+from the_loop.command import app, parse_work_item, print_json
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -51,7 +51,7 @@ def post_marked(config: LoadedConfig, ref: WorkItemRef, text: str) -> str:
     try:
         return provider.post_comment(ref, provider.mark(text))
     except Exception as exc:
-        from the_loop.cli._app import describe_error
+        from the_loop.command import describe_error
 
         if describe_error(exc) is not None:
             raise  # a config problem (no token): main prints it and exits 2

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from the_loop.cli._app import app
+from the_loop.command import app
 
 
 @click.command()

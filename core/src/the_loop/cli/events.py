@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from the_loop import events as log
-from the_loop.cli._app import app
+from the_loop.command import app
 
 if TYPE_CHECKING:
     from the_loop.plugins import PluginHost

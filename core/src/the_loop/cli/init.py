@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from the_loop.cli._app import config_path_option, target_config_path
+from the_loop.command import config_path_option, target_config_path
 
 STARTER = """\
 # the-loop configuration for this machine: which ingresses run, how work is routed, where state lives.

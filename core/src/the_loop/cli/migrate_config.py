@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from the_loop.cli._app import config_path_option, target_config_path
+from the_loop.command import config_path_option, target_config_path
 
 
 @click.command()

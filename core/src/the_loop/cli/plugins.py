@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, app, print_json
+from the_loop.command import FORMAT_OPTION, app, print_json
 
 if TYPE_CHECKING:
     from the_loop.plugins import PluginInfo

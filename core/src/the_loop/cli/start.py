@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from the_loop import __version__
-from the_loop.cli._app import app
+from the_loop.command import app
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, app, print_json
+from the_loop.command import FORMAT_OPTION, app, print_json
 
 
 @click.command()

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, app, print_json
+from the_loop.command import FORMAT_OPTION, app, print_json
 
 
 @click.command()

@@ -25,7 +25,7 @@ from the_loop.daemon.services import pid_text
 from the_loop.interfaces import ServiceContext
 
 if TYPE_CHECKING:
-    from the_loop.cli._app import AppContext
+    from the_loop.command import AppContext
     from the_loop.config import LoadedConfig
 
 TMUX_INSTALL = (

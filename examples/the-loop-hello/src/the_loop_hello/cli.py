@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from the_loop import events
-from the_loop.cli._app import app
+from the_loop.command import app
 
 
 @click.command()

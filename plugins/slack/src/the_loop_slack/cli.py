@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, app, parse_work_item, print_json
+from the_loop.command import FORMAT_OPTION, app, parse_work_item, print_json
 
 
 def _channel(ctx: click.Context) -> Any:

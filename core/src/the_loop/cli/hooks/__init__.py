@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION
 from the_loop.cli.hooks.list import list_hooks
 from the_loop.cli.hooks.points import points
+from the_loop.command import FORMAT_OPTION
 
 
 @click.group(invoke_without_command=True)

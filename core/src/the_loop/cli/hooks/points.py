@@ -6,7 +6,7 @@ import json
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, print_json
+from the_loop.command import FORMAT_OPTION, print_json
 
 
 @click.command()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from the_loop import events
-from the_loop.cli._app import parse_work_item
+from the_loop.command import parse_work_item
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import app
 from the_loop.cli.sessions._common import WORK_ITEM, require_tmux
+from the_loop.command import app
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, app, print_json
 from the_loop.cli.sessions._common import WORK_ITEM
+from the_loop.command import FORMAT_OPTION, app, print_json
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef

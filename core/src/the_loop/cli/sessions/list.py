@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import app, print_json
+from the_loop.command import app, print_json
 
 if TYPE_CHECKING:
     from the_loop.sessions.tmux import ProbeState

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import app
 from the_loop.cli.sessions._common import (
     COMMENT_OPTION,
     WORK_ITEM,
@@ -17,6 +16,7 @@ from the_loop.cli.sessions._common import (
     set_status,
     ticket_comment,
 )
+from the_loop.command import app
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef

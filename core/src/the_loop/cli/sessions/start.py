@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import app
 from the_loop.cli.sessions._common import (
     COMMENT_OPTION,
     WORK_ITEM,
@@ -19,6 +18,7 @@ from the_loop.cli.sessions._common import (
     set_status,
     ticket_comment,
 )
+from the_loop.command import app
 from the_loop.routing.control import arming_refusal
 
 if TYPE_CHECKING:

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli._app import FORMAT_OPTION, app, print_json
 from the_loop.cli.sessions._common import (
     COMMENT_OPTION,
     WORK_ITEM,
@@ -17,6 +16,7 @@ from the_loop.cli.sessions._common import (
     ticket_comment,
 )
 from the_loop.cli.sessions.close import print_close
+from the_loop.command import FORMAT_OPTION, app, print_json
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef

@@ -1,4 +1,9 @@
-"""What every command shares: the lazily loaded config and plugin host, output helpers, error mapping."""
+"""What every command shares, core's and a plugin's: the run's :class:`AppContext` (the config, loaded once with
+the plugin host), output helpers, option helpers and the mapping of known errors to one ``error:`` line.
+
+This is the public helper for commands: a plugin's command imports it, never ``the_loop.cli``. Importing it costs
+only click: the config and the host load when a command first asks for them.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +21,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class AppContext:
+    """One CLI run: the ``--config`` and ``--debug`` given, and the config once it is loaded."""
+
     config_flag: str | None = None
     debug: bool = False
     _config: LoadedConfig | None = field(default=None, repr=False)
 
     @property
     def host(self) -> PluginHost:
+        """The process's plugin host: built here, once, and carried by the config from then on."""
         from the_loop.plugins import get_host
 
         return get_host()
@@ -46,12 +54,14 @@ class AppContext:
 
 
 def app(ctx: click.Context) -> AppContext:
+    """The run's :class:`AppContext`, from any command's click context."""
     obj = ctx.find_root().obj
     assert isinstance(obj, AppContext)
     return obj
 
 
 def print_json(data: Any) -> None:
+    """``--format json``: one indented document on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
 
