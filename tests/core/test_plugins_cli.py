@@ -260,3 +260,106 @@ def test_plugins_lists_the_ingresses_the_config_enables(loop_env: LoopEnv) -> No
     assert github["contributions"]["ticketing"] == ["github"]
     text = loop_env.run("plugins").stdout
     assert "  ingresses: github (webhook /gh-webhook), github (poll source)" in text
+
+
+# ------------------------------------------------------------------------------ the plugin command cache
+
+GREETER = """
+from the_loop import hookimpl
+from the_loop.interfaces import CommandSpec
+
+
+@hookimpl
+def loop_register_commands():
+    return [CommandSpec("greet", {help!r}, "greeter_plugin:greet")]
+"""
+
+
+def traced_help(loop_env: LoopEnv, **env: str) -> tuple[str, set[str]]:
+    """``the-loop --help``'s output and every module loaded by its end."""
+    import subprocess
+    import sys
+
+    modules = loop_env.tmp / "modules.txt"
+    argv = [sys.executable, "-c", _MODULES_AT_EXIT, str(modules), "--help"]
+    helped = subprocess.run(argv, cwd=loop_env.cwd, env={**loop_env.env, **env}, capture_output=True, text=True)
+    assert helped.returncode == 0, helped.stderr
+    return helped.stdout, set(modules.read_text().split())
+
+
+def help_row(loop_env: LoopEnv, name: str, **env: str) -> str | None:
+    result = loop_env.run("--help", **env)
+    assert result.returncode == 0, result.stderr
+    rows = [" ".join(line.split()[1:]) for line in result.stdout.splitlines() if line.split()[:1] == [name]]
+    return rows[0] if rows else None
+
+
+def test_a_second_help_lists_plugin_commands_from_the_cache_without_loading_any_plugin(configured: LoopEnv) -> None:
+    first, loaded = traced_help(configured)
+    assert {"pluggy", "the_loop.plugins", "the_loop_hello.plugin"} <= loaded  # nothing cached yet: the host is built
+    assert list((configured.home / ".cache" / "the-loop").glob("commands-*.json"))
+
+    second, loaded = traced_help(configured)
+    assert second == first
+    assert any(line.split()[:2] == ["hello", "Greet"] for line in second.splitlines())
+    for module in ("pluggy", "importlib.metadata", "the_loop.plugins", "the_loop.interfaces", "the_loop_hello"):
+        assert module not in loaded, module
+
+    ran = configured.run("hello", "x")  # a cached plugin command runs, and builds the host it needs itself
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == ["Ahoy, x", "Ahoy, x"]
+
+
+def test_the_cache_follows_an_install_an_edit_a_switch_and_an_uninstall(loop_env: LoopEnv) -> None:
+    site = write_plugin_dist(loop_env.tmp / "site", "greeter", GREETER.format(help="Say hi."))
+    env = {"PYTHONPATH": str(site)}
+    assert help_row(loop_env, "greet") is None  # not installed: its folder is not on the path
+    assert help_row(loop_env, "greet", **env) == "Say hi."
+    assert help_row(loop_env, "greet", **env) == "Say hi."  # from the cache
+
+    write_plugin_dist(site, "greeter", GREETER.format(help="Say hello to someone."))  # an editable plugin edited
+    assert help_row(loop_env, "greet", **env) == "Say hello to someone."
+
+    assert help_row(loop_env, "greet", THE_LOOP_DISABLE_PLUGINS="greeter", **env) is None
+    assert help_row(loop_env, "greet", THE_LOOP_LOAD_PLUGINS="hello", **env) is None
+    assert help_row(loop_env, "greet", **env) == "Say hello to someone."
+
+    import shutil
+
+    shutil.rmtree(next(site.glob("*.dist-info")))  # uninstalled
+    assert help_row(loop_env, "greet", **env) is None
+
+
+def test_a_broken_plugin_is_never_cached_so_its_warning_shows_on_every_run(configured: LoopEnv) -> None:
+    site = write_plugin_dist(configured.tmp / "site", "broken", BROKEN)
+    for _ in range(2):
+        helped = configured.run("--help", PYTHONPATH=str(site))
+        assert helped.returncode == 0, helped.stderr
+        assert "plugin broken (broken-plugin) failed to load" in helped.stderr
+        assert "hello" in helped.stdout
+    assert not list((configured.home / ".cache" / "the-loop").glob("commands-*.json"))
+
+
+def test_a_corrupt_cache_is_rebuilt_and_one_that_cannot_be_written_changes_nothing(configured: LoopEnv) -> None:
+    assert help_row(configured, "hello") is not None
+    [cache] = (configured.home / ".cache" / "the-loop").glob("commands-*.json")
+    for garbage in ("{not json", '{"key": 1}', '{"key": "x", "commands": [{"name": "hello"}]}', "[]"):
+        cache.write_text(garbage, encoding="utf-8")
+        assert help_row(configured, "hello", XDG_CACHE_HOME=str(configured.home / ".cache")) is not None
+        assert json.loads(cache.read_text(encoding="utf-8"))["commands"]  # rewritten whole
+
+    blocked = configured.tmp / "not-a-directory"
+    blocked.write_text("", encoding="utf-8")
+    assert help_row(configured, "hello", XDG_CACHE_HOME=str(blocked)) is not None
+    assert help_row(configured, "hello", XDG_CACHE_HOME="relative/cache") is not None  # not a place: no cache
+
+
+def test_the_cache_key_covers_every_switch_the_plugin_host_reads() -> None:
+    import re
+    from pathlib import Path
+
+    import the_loop.plugins
+    from the_loop.cli.plugin_commands import ENV_SWITCHES
+
+    source = Path(the_loop.plugins.__file__).read_text(encoding="utf-8")
+    assert set(re.findall(r'"(THE_LOOP_[A-Z_]+)"', source)) == set(ENV_SWITCHES)

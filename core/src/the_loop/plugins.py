@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from the_loop import __version__, hookspecs
+from the_loop import ENTRY_POINT_GROUP, __version__, hookspecs
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
         TicketProvider,
     )
 
-ENTRY_POINT_GROUP = "the_loop.plugins"
 DEFAULT_PLUGINS = ("the_loop.default_plugins.core",)
 
 
@@ -273,6 +272,11 @@ def get_host() -> PluginHost:
     global _host
     if _host is None:
         _host = PluginHost.create()
+    return _host
+
+
+def built_host() -> PluginHost | None:
+    """The process-wide host if it was built or set already, else None (nothing is built)."""
     return _host
 
 

@@ -74,22 +74,21 @@ CORE_COMMANDS: dict[str, Any] = {
 
 
 def _plugin_commands(parent: str | None) -> dict[str, tuple[str, str]]:
-    from the_loop.plugins import get_host
+    from the_loop.cli.plugin_commands import plugin_commands
 
-    host = get_host()
     found: dict[str, tuple[str, str]] = {}
-    for plugin_name, spec in host.commands():
-        if spec.parent != parent:
+    for command in plugin_commands():
+        if command["parent"] != parent:
             continue
         core = CORE_COMMANDS if parent is None else CORE_COMMANDS.get(parent, {})
-        if spec.name in core or spec.name in found:
+        if command["name"] in core or command["name"] in found:
             print(
-                f"warning: plugin {plugin_name} ({host.infos[plugin_name].distribution}) command {spec.name!r} "
+                f"warning: plugin {command['plugin']} ({command['distribution']}) command {command['name']!r} "
                 "clashes with an existing command (the-loop-core wins)",
                 file=sys.stderr,
             )
             continue
-        found[spec.name] = (spec.target, spec.help)
+        found[command["name"]] = (command["target"], command["help"])
     return found
 
 
