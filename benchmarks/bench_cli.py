@@ -1,19 +1,24 @@
 """Whole-process timings of the ``the-loop`` command, beside bare Python and bare click.
 
-Run: ``.venv/bin/python benchmarks/bench_cli.py [--runs N] [--warmup W]``. Each command runs W times to warm the page
-cache and ``__pycache__``, then N times timed (median, min, max in milliseconds), both as the venv's ``the-loop``
-script and as ``python -m the_loop``. The config enables nothing and lives in a temporary directory with ``HOME``
+Run: ``.venv/bin/python benchmarks/bench_cli.py [--runs N] [--warmup W] [--before TREE]``. Each command runs W times
+to warm the page cache and ``__pycache__``, then N times timed (median in milliseconds), both as the venv's
+``the-loop`` script and as ``python -m the_loop``. With ``--before`` (a checkout of the tree before a change, e.g.
+``git worktree add /tmp/before HEAD~3``) every command also runs on that tree, interleaved run by run, and the table
+shows both medians and after/before. The config enables nothing and lives in a temporary directory with ``HOME``
 pointed at another one. A second table runs ``--help``, ``status`` and ``events`` under ``-X importtime`` and shows
 whether any client library or server was imported (none may be), plus whether pydantic and yaml were.
 
-Targets (from the issue; the reference takes 283/282 ms): ``--help`` ≤ 120 ms, ``status`` ≤ 190 ms, ``events`` ≤ 190
-ms over 1,000 lines and ≤ 1 s over 100,000 (bench_events' target). A missed target prints the biggest imports.
+Targets: ``--help`` ≤ 120 ms and ≤ 5x ``python -c pass``; ``status`` ≤ 190 ms and, like ``events`` over 1,000
+lines, ≤ 0.5x the tree before the redesign (issue 17); ``events`` ≤ 1 s over 100,000 lines (bench_events' target).
+``--help`` is timed with the plugin command cache warm (every run after the first) and, on its own row, cold. A
+missed target prints the biggest imports.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench_events import write_log  # the events benchmark's realistic log (this folder is on sys.path)
 
@@ -59,6 +65,9 @@ class Case:
     args: list[str]  # after the interpreter or the script
     target_ms: float | None = None
     python_only: bool = False  # a bare-python baseline: no script form
+    times_python: float | None = None  # a target as a multiple of `python -c pass`
+    times_before: float | None = None  # a target as a multiple of the tree before (--before)
+    cold: bool = False  # the plugin command cache is removed before every run
 
 
 def make_world(tmp: Path) -> dict[str, Path]:
@@ -95,15 +104,30 @@ def make_world(tmp: Path) -> dict[str, Path]:
     return configs
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path, runs: int, warmup: int) -> list[float]:
+def timed(
+    trees: list[tuple[list[str], dict[str, str]]], cwd: Path, runs: int, warmup: int, before_each: Any = None
+) -> list[list[float]]:
+    """Time each (argv, env) of ``trees`` ``runs`` times, interleaved (a, b, a, b, …) so that a load change on the
+    box hits both alike; ``before_each`` runs untimed before every run (clearing a cache)."""
     for _ in range(warmup):
-        run(argv, env, cwd)
-    samples = []
+        for argv, env in trees:
+            run(argv, env, cwd)
+    samples: list[list[float]] = [[] for _ in trees]
     for _ in range(runs):
-        began = time.perf_counter()
-        run(argv, env, cwd)
-        samples.append((time.perf_counter() - began) * 1000)
+        for index, (argv, env) in enumerate(trees):
+            if before_each is not None:
+                before_each()
+            began = time.perf_counter()
+            run(argv, env, cwd)
+            samples[index].append((time.perf_counter() - began) * 1000)
     return samples
+
+
+def tree_env(env: dict[str, str], tree: Path) -> dict[str, str]:
+    """``env`` running the checkout at ``tree`` instead of the installed one: its sources first on the path (the
+    venv's editable installs point at this checkout; entry points are the same names)."""
+    sources = [tree / "core" / "src", *sorted(tree.glob("plugins/*/src")), *sorted(tree.glob("examples/*/src"))]
+    return {**env, "PYTHONPATH": os.pathsep.join(str(path) for path in sources)}
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -141,6 +165,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of the tree before a change (git worktree add /tmp/before REV): each command then runs "
+        "on both, interleaved, and the table shows both medians and their ratio",
+    )
     options = parser.parse_args()
     runs = max(options.runs, 7)
 
@@ -150,24 +180,31 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("THE_LOOP_", "TMUX", "PYTHON"))}
         env["HOME"] = str(tmp / "home")
         small, large = str(configs["small"]), str(configs["large"])
+        cache = tmp / "home" / ".cache" / "the-loop"
         cases = [
             Case("python -c pass", ["-c", "pass"], python_only=True),
             Case('python -c "import click"', ["-c", "import click"], python_only=True),
-            Case("--help", ["--help"], 120),
+            Case("--help", ["--help"], 120, times_python=5),
+            Case("--help (no command cache yet)", ["--help"], cold=True),
             Case("--version", ["--version"], 120),
-            Case("status", ["-c", small, "status"], 190),
-            Case("events --limit 50 (1,000 lines)", ["-c", small, "events", "--limit", "50"], 190),
+            Case("status", ["-c", small, "status"], 190, times_before=0.5),
+            Case("events --limit 50 (1,000 lines)", ["-c", small, "events", "--limit", "50"], 190, times_before=0.5),
             Case("events --limit 50 (100,000 lines)", ["-c", large, "events", "--limit", "50"], 1000),
             Case("sessions list (100 records)", ["-c", small, "sessions", "list"]),
         ]
+        trees = (
+            [("after", env)] if options.before is None else [("before", tree_env(env, options.before)), ("after", env)]
+        )
         print(
             f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {options.warmup} warm-up + {runs} timed runs "
-            "each; milliseconds"
+            f"each; milliseconds{'; before = ' + str(options.before) + ', interleaved' if options.before else ''}"
         )
-        header = f"{'command':<36} {'form':<18} {'median':>7} {'min':>7} {'max':>7}  target"
+        columns = "".join(f" {label + ' median':>14}" for label, _ in trees) + (" ratio" if options.before else "")
+        header = f"{'command':<36} {'form':<18}{columns}  target"
         print(header)
         print("-" * len(header))
         missed: list[Case] = []
+        python_ms = 0.0
         for case in cases:
             forms = [("python", [sys.executable, *case.args])]
             if not case.python_only:
@@ -176,15 +213,32 @@ def main() -> None:
                     ("python -m the_loop", [sys.executable, "-m", "the_loop", *case.args]),
                 ]
             for form, argv in forms:
-                samples = timed(argv, env, tmp / "cwd", runs, options.warmup)
-                median = statistics.median(samples)
-                verdict = ""
+                runs_of = [(argv, tree) for _, tree in (trees if not case.python_only else trees[-1:])]
+                clear = (lambda: shutil.rmtree(cache, ignore_errors=True)) if case.cold else None
+                medians = [
+                    statistics.median(found) for found in timed(runs_of, tmp / "cwd", runs, options.warmup, clear)
+                ]
+                after = medians[-1]
+                if case.label == "python -c pass":
+                    python_ms = after
+                verdicts = []
                 if case.target_ms is not None:
-                    ok = median <= case.target_ms
-                    verdict = f"≤ {case.target_ms:.0f}: {'met' if ok else 'MISSED'}"
-                    if not ok and case not in missed:
-                        missed.append(case)
-                print(f"{case.label:<36} {form:<18} {median:7.1f} {min(samples):7.1f} {max(samples):7.1f}  {verdict}")
+                    verdicts.append(f"≤ {case.target_ms:.0f}: {'met' if after <= case.target_ms else 'MISSED'}")
+                if case.times_python is not None and python_ms:
+                    ok = after <= case.times_python * python_ms
+                    verdicts.append(
+                        f"{after / python_ms:.1f}x python <= {case.times_python:g}x: {'met' if ok else 'MISSED'}"
+                    )
+                if case.times_before is not None and len(medians) == 2:
+                    ok = after <= case.times_before * medians[0]
+                    verdicts.append(f"<= {case.times_before:g}x before: {'met' if ok else 'MISSED'}")
+                if any("MISSED" in verdict for verdict in verdicts) and case not in missed:
+                    missed.append(case)
+                shown = "".join(f" {median:14.1f}" for median in medians)
+                if options.before:
+                    shown += f" {after / medians[0]:5.2f}" if len(medians) == 2 else "      "
+                    shown += " " * (len(trees) - len(medians)) * 15
+                print(f"{case.label:<36} {form:<18}{shown}  {'; '.join(verdicts)}")
 
         print()
         print("-X importtime (python -m the_loop): client libraries and servers imported?")
@@ -199,6 +253,8 @@ def main() -> None:
         for case in cases:
             if case.label.split()[0] not in ("--help", "status", "events"):
                 continue
+            if case.cold:
+                shutil.rmtree(cache, ignore_errors=True)
             modules, loaded = traced(case.args, env, tmp)
             profiles[case.label] = modules
             bad = [package for package in FORBIDDEN if imported(modules, package)]
