@@ -10,8 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from the_loop import events
 from the_loop.plugins import PluginHost
@@ -393,3 +396,69 @@ def test_an_unwritable_log_leaves_the_command_working(loop_env: LoopEnv) -> None
     assert result.stdout.strip() == "hello, dana"
     [warning] = [line for line in result.stderr.splitlines() if "cannot write event log" in line]
     assert warning.startswith("warning: ")
+
+
+# ------------------------------------------------------------------ reading only where the state lives
+
+PLAIN = st.sampled_from(["", "a", "logs/other.jsonl", "/srv/loop/x", "~/loop", "../up", " spaced "])
+VALUE = st.one_of(PLAIN, st.sampled_from([1, None, [], {}, True]))
+
+
+@st.composite
+def layout_configs(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
+    """A config setting any of the four layout keys to a string or to something else, sometimes spelled twice;
+    and whether every one it sets is plainly a string, spelled once."""
+    config: dict[str, Any] = {"version": "0.12.0"}
+    plain = True
+    keys = (("state", "root"), ("routing", "registryDir"), ("eventLog", "path"), ("webhooks", "ghWebhook", "pidfile"))
+    for path in keys:
+        if not draw(st.booleans()):
+            continue
+        node = config
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value = draw(VALUE)
+        plain = plain and isinstance(value, str)
+        if draw(st.integers(0, 5)) == 0:  # the snake_case spelling the models accept as well
+            node["".join(f"_{c.lower()}" if c.isupper() else c for c in path[-1])] = draw(PLAIN)
+            plain = plain and path[-1] == "root"  # "root" has no other spelling: that key is just unknown
+    return config, plain
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=layout_configs())
+def test_the_layout_read_alone_is_the_loaded_configs_or_none(tmp_path: Path, case: tuple[dict[str, Any], bool]) -> None:
+    """`events` reads four keys instead of loading the config: it must find the same files the full load does, and
+    leave every case it cannot read plainly to the full load (whose error names the key)."""
+    import yaml
+
+    from the_loop.config import ConfigError, load_config, read_layout
+
+    config, plain = case
+    path = tmp_path / ".the-loop" / "cli-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    light = read_layout(path)
+    try:
+        full = load_config(path, PluginHost.create(load_entrypoints=False), load_env=False).state
+    except ConfigError:
+        assert light is None
+        return
+    assert light == full if plain else light in (None, full)
+
+
+def test_events_reads_the_log_of_a_config_whose_other_sections_are_broken(loop_env: LoopEnv, log: Path) -> None:
+    """It follows what it reads: a bad value elsewhere is for `config validate` and the services to report."""
+    loop_env.write_config('version: "0.12.0"\nrouting:\n  tmux:\n    readyTimeoutSeconds: -1\n')
+    assert loop_env.run("config", "validate").returncode == 2
+    read = loop_env.run("events", "--format", "jsonl")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.encode().splitlines() == STORED
+
+
+def test_events_with_a_layout_key_of_the_wrong_type_is_the_full_loads_one_error_line(loop_env: LoopEnv) -> None:
+    loop_env.write_config('version: "0.12.0"\neventLog:\n  path: 5\n')
+    read = loop_env.run("events")
+    assert read.returncode == 2
+    [line] = read.stderr.splitlines()
+    assert line.startswith("error:") and "eventLog.path" in line

@@ -17,6 +17,7 @@ import click
 if TYPE_CHECKING:
     from the_loop.config import ConfigRef, LoadedConfig
     from the_loop.plugins import PluginHost
+    from the_loop.state import StateLayout
 
 
 @dataclass
@@ -51,6 +52,18 @@ class AppContext:
             core = self._config.core
             events.configure(self._config.state.events_path, source, enabled=core.event_log.enabled)
         return self._config
+
+    def layout(self) -> StateLayout:
+        """Where the state lives, for a command that reads only state files: the loaded config's when it is
+        loaded, else the four keys read straight from the file (:func:`the_loop.config.read_layout`), else the
+        whole config."""
+        if self._config is None:
+            from the_loop.config import read_layout
+
+            found = read_layout(self.config_flag)
+            if found is not None:
+                return found
+        return self.config().state
 
 
 def app(ctx: click.Context) -> AppContext:

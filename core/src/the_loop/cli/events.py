@@ -74,7 +74,7 @@ def events(
         return
     if follow and output_format == "json":
         raise click.UsageError("--follow streams records; use --format table or jsonl")
-    path = file if file is not None else app(ctx).config().state.events_path
+    path = file if file is not None else app(ctx).layout().events_path
     flt = log.EventFilter(
         types=types, work_item=work_item, delivery_id=delivery_id, source=source, level=level, since=since
     )

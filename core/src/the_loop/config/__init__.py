@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from the_loop.state import StateLayout
+from the_loop.state import DEFAULT_STATE_ROOT, StateLayout
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -298,9 +298,8 @@ def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_e
     unclaimed = unknown_keys(raw, CoreConfig, "", claimed)
     warnings.extend(f"config: unknown key {key}" for key in unclaimed)
 
-    root = state_root_for(ref.path, core.state.root)
     layout = StateLayout(
-        root=root,
+        root=state_root_for(ref.path, core.state.root),
         registry_dir=core.routing.registry_dir,
         event_log=core.event_log.path,
         gh_webhook_pidfile=core.webhooks.gh_webhook.pidfile,
@@ -323,6 +322,44 @@ def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_e
         file_warnings, loaded.env_file_names = load_env_file(env_path)
         warnings.extend(file_warnings)
     return loaded
+
+
+# Where each StateLayout field comes from in the file (the keys load_config validates), and its default there.
+_LAYOUT_KEYS = {
+    "root": (("state", "root"), DEFAULT_STATE_ROOT),
+    "registry_dir": (("routing", "registryDir"), ""),
+    "event_log": (("eventLog", "path"), ""),
+    "gh_webhook_pidfile": (("webhooks", "ghWebhook", "pidfile"), ""),
+}
+
+
+def read_layout(flag: str | os.PathLike[str] | None) -> StateLayout | None:
+    """Where the state lives, read from the config file without validating the rest: for a command that reads
+    only state files (``events``), so it costs a YAML read instead of every config model and plugin.
+
+    The four keys are read as :func:`load_config` reads them. None when one is not plainly a string (a wrong
+    type, or a key also given in its snake_case spelling, which the models accept too): the caller then loads the
+    whole config, so the error or warning is the one the operator would see anyway. Raises :class:`ConfigError`
+    for a file that cannot be read.
+    """
+    ref = resolve_config_path(flag)
+    if ref.source in ("flag", "env") and not ref.exists and ref.path.exists():
+        raise ConfigError(f"{ref.path}: not a file")
+    raw = read_yaml(ref.path)
+    values: dict[str, str] = {}
+    for field_name, (keys, default) in _LAYOUT_KEYS.items():
+        node: Any = raw
+        for key in keys[:-1]:
+            node = node.get(key, {}) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return None
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in keys[-1])
+        value = node.get(keys[-1], default)
+        if not isinstance(value, str) or (snake != keys[-1] and snake in node):
+            return None
+        values[field_name] = value
+    root = values.pop("root")
+    return StateLayout(root=state_root_for(ref.path, root), **values)
 
 
 def secret_env_names(config: LoadedConfig) -> list[str]:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer
 from pydantic.alias_generators import to_camel
 
+from the_loop.state import DEFAULT_STATE_ROOT
+
 CURRENT_CONFIG_VERSION = "0.12.0"
 OLDEST_CONFIG_VERSION = "0.12.0"
 
@@ -26,7 +28,7 @@ class Section(BaseModel):
 
 
 class StateSection(Section):
-    root: str = ".the-loop"
+    root: str = DEFAULT_STATE_ROOT
 
 
 class EnvSection(Section):

@@ -202,6 +202,9 @@ def is_record_name(name: str) -> bool:
     return bool(_REGISTRY_NAME.match(name))
 
 
+DEFAULT_STATE_ROOT = ".the-loop"  # state.root when the config names none: beside the config file
+
+
 @dataclass(frozen=True)
 class StateLayout:
     """The one resolver of generated paths. Relative overrides resolve against ``root``."""
