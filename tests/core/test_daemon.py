@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.daemon import runlock
 from the_loop.ingress.poller import Heartbeat, run_cycle
 from the_loop.interfaces import PollSource, ServiceContext
+from the_loop.state import runlock
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 
 TESTS_CORE = Path(__file__).parent

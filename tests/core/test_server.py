@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from the_loop.daemon import runlock
+from the_loop.state import runlock
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 
 TESTS_CORE = Path(__file__).parent

@@ -519,7 +519,7 @@ def test_a_relative_configured_pidfile_resolves_against_the_state_root_for_statu
 _CONTENDER = """
 import sys, time
 from pathlib import Path
-from the_loop.daemon.runlock import LockHeld, RunLock, holder
+from the_loop.state.runlock import LockHeld, RunLock, holder
 
 pidfile, counter, go, rounds = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 while not go.exists():

@@ -20,9 +20,9 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.daemon import runlock
 from the_loop.daemon.services import pid_text
 from the_loop.interfaces import ServiceContext
+from the_loop.state import runlock
 
 if TYPE_CHECKING:
     from the_loop.command import AppContext

@@ -1,7 +1,7 @@
 """The supervisor behind ``start``, ``stop``, ``status`` and ``restart``.
 
 It works over the :class:`~the_loop.interfaces.ServiceSpec` list (core's receiver and poller plus whatever plugins
-add) and each service's pidfile lock (:mod:`the_loop.daemon.runlock`). Liveness and pids come only from the lock, never
+add) and each service's pidfile lock (:mod:`the_loop.state.runlock`). Liveness and pids come only from the lock, never
 from ``kill -0``, so a stale pidfile or a reused pid cannot fool it, and a pid ≤ 0 is never signalled.
 
 ``start`` spawns ``python -m the_loop daemon run <service>`` detached and reports ``started`` only once the new
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from the_loop import __version__, events
-from the_loop.daemon import runlock
+from the_loop.state import runlock
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig

@@ -216,7 +216,7 @@ def free_port() -> int:
 
 def kill_lock_holders(root: Path) -> list[int]:
     """SIGKILL every process holding a ``*.pid`` lock under ``root`` (test teardown for detached daemons)."""
-    from the_loop.daemon import runlock
+    from the_loop.state import runlock
 
     killed = []
     for pidfile in root.glob("*.pid"):

@@ -111,7 +111,7 @@ def _ordered(record: SessionRecord, only: str | None = None) -> list[str]:
 
 def running_services(config: LoadedConfig) -> list[str]:
     """Names of the services whose pidfile lock is held right now (a daemon that may write state back)."""
-    from the_loop.daemon import runlock
+    from the_loop.state import runlock
 
     running = []
     for spec in config.host.services(config):
