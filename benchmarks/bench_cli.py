@@ -180,7 +180,8 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("THE_LOOP_", "TMUX", "PYTHON"))}
         env["HOME"] = str(tmp / "home")
         small, large = str(configs["small"]), str(configs["large"])
-        cache = tmp / "home" / ".cache" / "the-loop"
+        cache = tmp / "cache"  # the plugin command cache: this run's own
+        env["THE_LOOP_CACHE_DIR"] = str(cache)
         cases = [
             Case("python -c pass", ["-c", "pass"], python_only=True),
             Case('python -c "import click"', ["-c", "import click"], python_only=True),

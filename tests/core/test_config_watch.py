@@ -11,7 +11,7 @@ import pytest
 
 from the_loop import events
 from the_loop.config import load_config
-from the_loop.config.watch import ConfigWatcher
+from the_loop.daemon.config_watch import ConfigWatcher
 from the_loop.plugins import get_host
 from the_loop.testing import LoopEnv
 

@@ -438,7 +438,7 @@ def test_l2_a_path_resolves_beside_the_config_file_without_following_symlinks(tm
     (linked / "cli-config.yaml").symlink_to(real / "cli-config.yaml")
     (linked / "hooks").symlink_to(real / "hooks")
     config = load_config(linked / "cli-config.yaml", get_host())
-    from the_loop.hooks.config import hook_target
+    from the_loop.config.hooks import hook_target
 
     assert hook_target(config.core.hooks[0], config.ref.path) == str(linked / "hooks" / "x.py")
     assert hook_target(config.core.hooks[1], config.ref.path) == str(Path.home() / "h.py")

@@ -297,7 +297,7 @@ def help_row(loop_env: LoopEnv, name: str, **env: str) -> str | None:
 def test_a_second_help_lists_plugin_commands_from_the_cache_without_loading_any_plugin(configured: LoopEnv) -> None:
     first, loaded = traced_help(configured)
     assert {"pluggy", "the_loop.plugins", "the_loop_hello.plugin"} <= loaded  # nothing cached yet: the host is built
-    assert list((configured.home / ".cache" / "the-loop").glob("commands-*.json"))
+    assert list((configured.tmp / "cache").glob("commands-*.json"))
 
     second, loaded = traced_help(configured)
     assert second == first
@@ -337,21 +337,22 @@ def test_a_broken_plugin_is_never_cached_so_its_warning_shows_on_every_run(confi
         assert helped.returncode == 0, helped.stderr
         assert "plugin broken (broken-plugin) failed to load" in helped.stderr
         assert "hello" in helped.stdout
-    assert not list((configured.home / ".cache" / "the-loop").glob("commands-*.json"))
+    assert not list((configured.tmp / "cache").glob("commands-*.json"))
 
 
 def test_a_corrupt_cache_is_rebuilt_and_one_that_cannot_be_written_changes_nothing(configured: LoopEnv) -> None:
     assert help_row(configured, "hello") is not None
-    [cache] = (configured.home / ".cache" / "the-loop").glob("commands-*.json")
+    [cache] = (configured.tmp / "cache").glob("commands-*.json")
     for garbage in ("{not json", '{"key": 1}', '{"key": "x", "commands": [{"name": "hello"}]}', "[]"):
         cache.write_text(garbage, encoding="utf-8")
-        assert help_row(configured, "hello", XDG_CACHE_HOME=str(configured.home / ".cache")) is not None
+        assert help_row(configured, "hello") is not None
         assert json.loads(cache.read_text(encoding="utf-8"))["commands"]  # rewritten whole
 
     blocked = configured.tmp / "not-a-directory"
     blocked.write_text("", encoding="utf-8")
-    assert help_row(configured, "hello", XDG_CACHE_HOME=str(blocked)) is not None
-    assert help_row(configured, "hello", XDG_CACHE_HOME="relative/cache") is not None  # not a place: no cache
+    assert help_row(configured, "hello", THE_LOOP_CACHE_DIR=str(blocked)) is not None
+    assert help_row(configured, "hello", THE_LOOP_CACHE_DIR="relative/cache") is not None  # not a place: no cache
+    assert help_row(configured, "hello", THE_LOOP_CACHE_DIR="") is not None  # turned off
 
 
 def test_the_cache_key_covers_every_switch_the_plugin_host_reads() -> None:

@@ -70,7 +70,7 @@ version: "{version}"
 @click.pass_context
 def init(ctx: click.Context, target: Path | None, force: bool) -> None:
     """Write a commented starter cli-config.yaml."""
-    from the_loop.config.models import CURRENT_CONFIG_VERSION
+    from the_loop.config.migrations import CURRENT_CONFIG_VERSION
     from the_loop.state import atomic_write_bytes
 
     path = target_config_path(ctx, target)

@@ -25,8 +25,7 @@ def migrate_config(ctx: click.Context, target: Path | None, dry_run: bool) -> No
     """Rewrite retired config keys in place."""
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-    from the_loop.config.migrations import apply_rules
-    from the_loop.config.models import CURRENT_CONFIG_VERSION
+    from the_loop.config.migrations import CURRENT_CONFIG_VERSION, apply_rules
 
     path = target_config_path(ctx, target)
     old_text = _read(path)

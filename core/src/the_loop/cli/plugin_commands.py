@@ -12,9 +12,9 @@ whenever anything it came from may have changed. Its key covers:
 - the environment switches that change which plugins load (``THE_LOOP_EXTRA_PLUGINS`` and the others).
 
 A process that already has its plugin host (a test's) lists that host's commands, uncached. A host that reported
-a broken plugin is not cached, so its warning is printed on every run. The file lives in
-``$XDG_CACHE_HOME/the-loop/`` (``~/.cache/the-loop/``); when it cannot be read or written the host is built, as it
-would be without a cache. Delete the directory to drop it.
+a broken plugin is not cached, so its warning is printed on every run. The file lives in the installation,
+``<sys.prefix>/var/cache/the-loop/`` (nothing is written to the home directory), or in ``$THE_LOOP_CACHE_DIR``;
+when it cannot be read or written the host is built, as it would be without a cache. Deleting it is always safe.
 """
 
 from __future__ import annotations
@@ -60,12 +60,16 @@ def _cached() -> list[dict[str, Any]]:
 
 
 def cache_path() -> str | None:
-    """This interpreter's cache file, or None when there is no home to keep it in."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """This interpreter's cache file: in ``$THE_LOOP_CACHE_DIR`` when it is set (empty turns the cache off), else
+    in the installation itself, ``<sys.prefix>/var/cache/the-loop/``, beside the bytecode Python caches there too.
+    None when there is nowhere to keep it."""
+    base = os.environ.get("THE_LOOP_CACHE_DIR")
+    if base is None:
+        base = os.path.join(sys.prefix, "var", "cache", "the-loop")
     if not os.path.isabs(base):
         return None
-    # One file per interpreter (a venv each); the name need not be unique: the key inside decides.
-    return os.path.join(base, "the-loop", f"commands-{zlib.crc32(sys.executable.encode()):08x}.json")
+    # One file per interpreter; the name need not be unique: the key inside decides.
+    return os.path.join(base, f"commands-{zlib.crc32(sys.executable.encode()):08x}.json")
 
 
 def cache_key() -> str:

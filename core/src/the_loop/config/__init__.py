@@ -246,21 +246,29 @@ def load_env_file(path: Path) -> tuple[list[str], list[str]]:
     return warnings, names
 
 
-def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_env: bool = True) -> LoadedConfig:
-    """Resolve, read, migrate-check and validate the config against ``host``'s plugin sections. Raises
-    :class:`ConfigError`."""
-    from the_loop.config.migrations import find_retired, version_too_old, version_tuple
-    from the_loop.config.models import CURRENT_CONFIG_VERSION, OLDEST_CONFIG_VERSION, CoreConfig
-
+def read_raw(flag: str | os.PathLike[str] | None) -> tuple[ConfigRef, dict[str, Any]]:
+    """The config file the-loop would read (:func:`resolve_config_path`) and its mapping, unvalidated."""
     ref = resolve_config_path(flag)
     if ref.source in ("flag", "env") and not ref.exists and ref.path.exists():
         raise ConfigError(f"{ref.path}: not a file")
-    raw = read_yaml(ref.path)
-    warnings: list[str] = []
+    return ref, read_yaml(ref.path)
+
+
+def refuse_retired(raw: Mapping[str, Any], path: Path) -> list[str]:
+    """Refuse (:class:`ConfigError`, naming ``the-loop migrate-config``) a file older than this CLI reads or one
+    using a retired key; the warning for a file newer than it knows. Keys that moved state (``polling.stateFile``)
+    are among the retired ones, so even a command that reads only the state must ask this first."""
+    from the_loop.config.migrations import (
+        CURRENT_CONFIG_VERSION,
+        OLDEST_CONFIG_VERSION,
+        find_retired,
+        version_too_old,
+        version_tuple,
+    )
 
     if version_too_old(raw):
         raise ConfigError(
-            f"{ref.path}: version: {raw['version']} is older than {OLDEST_CONFIG_VERSION}, the oldest this "
+            f"{path}: version: {raw['version']} is older than {OLDEST_CONFIG_VERSION}, the oldest this "
             f"CLI reads; run `the-loop migrate-config` (it rewrites it as {CURRENT_CONFIG_VERSION})"
         )
     retired = [change for change in find_retired(raw) if not change.key.startswith("version ")]
@@ -268,19 +276,29 @@ def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_e
         first = retired[0]
         more = f" (and {len(retired) - 1} more)" if len(retired) > 1 else ""
         raise ConfigError(
-            f"{ref.path}: {first.key} is retired (replaced by {first.replacement}){more}; "
+            f"{path}: {first.key} is retired (replaced by {first.replacement}){more}; "
             "run `the-loop migrate-config` to rewrite it"
         )
     declared = raw.get("version")
     if declared and version_tuple(str(declared)) > version_tuple(CURRENT_CONFIG_VERSION):
-        warnings.append(f"config: version {declared} is newer than {CURRENT_CONFIG_VERSION}, the newest this CLI knows")
+        return [f"config: version {declared} is newer than {CURRENT_CONFIG_VERSION}, the newest this CLI knows"]
+    return []
+
+
+def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_env: bool = True) -> LoadedConfig:
+    """Resolve, read, migrate-check and validate the config against ``host``'s plugin sections. Raises
+    :class:`ConfigError`."""
+    from the_loop.config.models import CoreConfig
+
+    ref, raw = read_raw(flag)
+    warnings = refuse_retired(raw, ref.path)
 
     state = raw.get("state")
     if isinstance(state, dict) and "root" in state and not isinstance(state["root"], str):
         warnings.append(f"config: state.root must be a string, not {type(state['root']).__name__}; using .the-loop")
         raw = {**raw, "state": {k: v for k, v in state.items() if k != "root"}}
 
-    from the_loop.hooks.config import check_declaration
+    from the_loop.config.hooks import check_declaration
 
     raw = check_declaration(raw, ref.path)  # strict: one line naming a bad hooks[] entry
     core = validate_section(CoreConfig, raw, "", ref.path)
@@ -337,15 +355,14 @@ def read_layout(flag: str | os.PathLike[str] | None) -> StateLayout | None:
     """Where the state lives, read from the config file without validating the rest: for a command that reads
     only state files (``events``), so it costs a YAML read instead of every config model and plugin.
 
-    The four keys are read as :func:`load_config` reads them. None when one is not plainly a string (a wrong
+    The file is refused as :func:`load_config` refuses it (too old, a retired key), and the four keys are read
+    as it reads them. None when one is not plainly a string (a wrong
     type, or a key also given in its snake_case spelling, which the models accept too): the caller then loads the
     whole config, so the error or warning is the one the operator would see anyway. Raises :class:`ConfigError`
     for a file that cannot be read.
     """
-    ref = resolve_config_path(flag)
-    if ref.source in ("flag", "env") and not ref.exists and ref.path.exists():
-        raise ConfigError(f"{ref.path}: not a file")
-    raw = read_yaml(ref.path)
+    ref, raw = read_raw(flag)
+    refuse_retired(raw, ref.path)  # its newer-version warning is the full load's to print
     values: dict[str, str] = {}
     for field_name, (keys, default) in _LAYOUT_KEYS.items():
         node: Any = raw

@@ -12,7 +12,8 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from the_loop.config.models import CURRENT_CONFIG_VERSION, OLDEST_CONFIG_VERSION
+CURRENT_CONFIG_VERSION = "0.12.0"  # what `init` writes and `migrate-config` rewrites to
+OLDEST_CONFIG_VERSION = "0.12.0"  # older files are refused, naming migrate-config
 
 Doc = MutableMapping[str, Any]
 

@@ -14,9 +14,6 @@ from pydantic.alias_generators import to_camel
 
 from the_loop.state import DEFAULT_STATE_ROOT
 
-CURRENT_CONFIG_VERSION = "0.12.0"
-OLDEST_CONFIG_VERSION = "0.12.0"
-
 _REPOSITORY = r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d+)?/)?[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -231,7 +228,7 @@ _REMOTE_ONLY = {"tokenEnv", "token_env", "headers", "timeoutSeconds", "timeout_s
 class HookEntry(Section):
     """One operator-declared lifecycle hook (top-level ``hooks:``). The strict rules — exactly one of
     module/path/url, kind-specific keys, a bare YAML ``on:`` — are checked on the raw document first, by
-    :func:`the_loop.hooks.config.check_declaration`; this model holds the result."""
+    :func:`the_loop.config.hooks.check_declaration`; this model holds the result."""
 
     name: str
     module: str = ""

@@ -6,7 +6,7 @@ loads ``env.file``) → point the event log at it, with the service's name as th
 disabled or misconfigured service, or a missing dependency, *before* locking → remove a stale unlocked pidfile →
 take the pidfile lock (held → ``daemon.blocked``) → run the service's target until SIGTERM/SIGINT → release.
 While it runs, the router (and the poller, each cycle) act on the config in force: an edited file is loaded again
-(:mod:`the_loop.config.watch`); what a running listener or server bound at start (port, path) needs a restart.
+(:mod:`the_loop.daemon.config_watch`); what a running listener or server bound at start (port, path) needs a restart.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
             print(f"warning: {warning}", file=sys.stderr, flush=True)
     code = 0
     try:
-        from the_loop.config.watch import ConfigWatcher
+        from the_loop.daemon.config_watch import ConfigWatcher
         from the_loop.daemon.webterminal import serving
         from the_loop.routing.router import route_pending, start_routing
 

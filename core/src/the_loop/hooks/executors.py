@@ -201,7 +201,7 @@ def _local_executor(module: ModuleType, entry: HookEntry) -> LifecycleHooks:
 
 def load_entry(entry: HookEntry, config_path: Path) -> LoadedHook:
     """Build one enabled entry's executor; :class:`HookLoadError` naming the entry when it cannot be."""
-    from the_loop.hooks.config import hook_target
+    from the_loop.config.hooks import hook_target
 
     target = hook_target(entry, config_path)
     try:
@@ -234,7 +234,7 @@ def load_declared(config: LoadedConfig) -> list[LoadedHook]:
     """Load every enabled entry of ``config`` now (a daemon's start). Raises :class:`HookLoadError` on the first
     failure; on success emits ``hooks.loaded`` (when anything is declared) and keeps the result for the points."""
     from the_loop import events
-    from the_loop.hooks.config import entries
+    from the_loop.config.hooks import entries
 
     declared = entries(config)
     hooks = [load_entry(entry, config.ref.path) for entry in declared if entry.enabled]

@@ -100,11 +100,10 @@ def loop_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
     cwd.mkdir()
     config_path = tmp_path / "cfg" / ".the-loop" / "cli-config.yaml"
     config_path.parent.mkdir(parents=True)
-    # XDG_CACHE_HOME too: the CLI keeps its plugin command cache there, and a test's must be under its own home.
     env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
-    env.pop("XDG_CACHE_HOME", None)
-    env.update(HOME=str(home), THE_LOOP_STOP_TIMEOUT="10")
-    for key in [k for k in os.environ if k.startswith("THE_LOOP_") or k == "XDG_CACHE_HOME"]:
+    # The CLI's plugin command cache is the test's own, never the one in the shared venv.
+    env.update(HOME=str(home), THE_LOOP_STOP_TIMEOUT="10", THE_LOOP_CACHE_DIR=str(tmp_path / "cache"))
+    for key in [k for k in os.environ if k.startswith("THE_LOOP_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(home))
     return LoopEnv(tmp=tmp_path, home=home, cwd=cwd, config_path=config_path, env=env)

@@ -15,8 +15,8 @@ from the_loop.command import FORMAT_OPTION, app, print_json
 def list_hooks(ctx: click.Context, output_format: str) -> None:
     """List the declared lifecycle hooks; exit 1 when the declaration is refused."""
     from the_loop.config import read_yaml
+    from the_loop.config.hooks import HookDeclarationError, check_declaration, listing
     from the_loop.config.models import HookEntry
-    from the_loop.hooks.config import HookDeclarationError, check_declaration, listing
 
     path = app(ctx).config_ref().path
     try:
