@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from the_loop import __version__, events
 from the_loop.ingress.inbox import Inbox
@@ -36,9 +33,21 @@ from the_loop.routing import control
 from the_loop.state.registry import SessionRegistry
 from the_loop.state.store import WorkItemStore
 from the_loop_github.client import COMMENT_PAGES, PAGE, ApiError, Client, RateLimited
+from the_loop_github.cycle import (
+    Comment,
+    Cursor,
+    Cycle,
+    Scope,
+    configured_scopes,
+    now_stamp,
+    parse_comment,
+    parse_review,
+    webhook_repository,
+    webhook_subject,
+)
 from the_loop_github.linkage import linked_refs
 from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
-from the_loop_github.refs import DEFAULT_HOST, SCHEME, host_of, ref_for
+from the_loop_github.refs import DEFAULT_HOST, SCHEME, ref_for
 from the_loop_github.ticketing import MARKER, GitHubTicketProvider, TokenMissing
 
 if TYPE_CHECKING:
@@ -55,80 +64,8 @@ SECTIONS_TRACKED = ("control", "graph", "collaborators", "collaborationChannels"
 DELIVERED = ("delivered", "spawned", "respawned")  # inbox outcomes that mean the session got the comment
 
 
-def _now_stamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 class ScopeSkipped(Exception):
     """A quarantined repository is not asked this cycle (``scopesSkipped``)."""
-
-
-# ------------------------------------------------------------------------------------------------ model
-
-
-@dataclass
-class Comment:
-    id: str  # the node id: what seenComments holds and what the dedupe key is built from
-    event: str  # issue_comment | pull_request_review | pull_request_review_comment
-    raw: dict[str, Any]
-    author: str
-    body: str
-    created_at: str
-    updated_at: str
-
-
-@dataclass
-class Scope:
-    host: str
-    owner: str
-    repo: str
-
-    @property
-    def name(self) -> str:
-        base = f"{self.owner}/{self.repo}".lower()
-        return base if self.host == DEFAULT_HOST else f"{self.host}/{base}"
-
-    @property
-    def api(self) -> str:
-        return f"/repos/{self.owner}/{self.repo}"
-
-    def repository(self) -> dict[str, Any]:
-        """The webhook's ``repository`` object, as far as refs and the normalizer read it."""
-        return {"full_name": f"{self.owner}/{self.repo}", "html_url": f"https://{self.host}/{self.owner}/{self.repo}"}
-
-    def owns(self, ref: WorkItemRef) -> bool:
-        return ref.provider == SCHEME and not ref.key_form and _scope_name(ref) == self.name
-
-
-def _scope_name(ref: WorkItemRef) -> str:
-    base = f"{ref.owner}/{ref.repo}".lower()
-    return base if not ref.host or ref.host == DEFAULT_HOST else f"{ref.host.lower()}/{base}"
-
-
-@dataclass
-class Cursor:
-    """What this process last read of one item: its ``updated_at``, the newest comment time (``since``)."""
-
-    updated_at: str
-    since: str
-    complete_cycle: int
-
-
-@dataclass
-class Cycle:
-    itemsSeen: int = 0
-    spawns: int = 0
-    commentsForwarded: int = 0
-    closures: int = 0
-    failures: int = 0
-    errors: int = 0
-    scopesPolled: int = 0
-    interrupted: bool = False
-    scopesFailed: list[dict[str, Any]] = field(default_factory=list)
-    scopesSkipped: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 # ------------------------------------------------------------------------------------------------ source
@@ -164,7 +101,7 @@ class GitHubPollSource(PollSource):
         self.monitor_pulls = source.monitor.pull_requests if source else True
         self.max_retries = max(1, polling.max_retries)
         self.interval = polling.interval_seconds
-        self.scopes = _scopes(config)
+        self.scopes = configured_scopes(config)
 
     def check_dependencies(self) -> list[str]:
         """What stops this source before the poller locks (B R4): each problem with its remedy."""
@@ -245,7 +182,7 @@ class GitHubPollSource(PollSource):
                         error=f"{type(exc).__name__}: {exc}"[:300],
                         will_retry=True,
                     )
-                clocks[str(refs[-1])] = {"lastPolledAt": _now_stamp()}
+                clocks[str(refs[-1])] = {"lastPolledAt": now_stamp()}
                 if missing.get(str(refs[-1]), {}).get("missingAt"):  # listed again: one later 404 is a blip again
                     clocks[str(refs[-1])]["missingAt"] = ""
         finally:
@@ -349,7 +286,7 @@ class GitHubPollSource(PollSource):
 
     def _refs(self, scope: Scope, item: Mapping[str, Any]) -> list[WorkItemRef]:
         """The item's refs, linked issues first and the item itself last (X3)."""
-        payload = {"repository": _repository(scope, item)}
+        payload = {"repository": webhook_repository(scope, item)}
         ref = ref_for(payload, item.get("number"), item)
         if ref is None:
             return []
@@ -425,14 +362,14 @@ class GitHubPollSource(PollSource):
         limit = PAGE * COMMENT_PAGES
         found: list[Comment] = []
         rows, _ = self.client.get_all(scope.host, f"{scope.api}/issues/{number}/comments", params, limit)
-        found += [c for row in rows if (c := _comment("issue_comment", row))]
+        found += [c for row in rows if (c := parse_comment("issue_comment", row))]
         if is_pull:
             reviews, _ = self.client.get_all(
                 scope.host, f"{scope.api}/pulls/{number}/reviews", {"per_page": PAGE}, limit
             )
-            found += [c for row in reviews if (c := _review(row))]
+            found += [c for row in reviews if (c := parse_review(row))]
             inline, _ = self.client.get_all(scope.host, f"{scope.api}/pulls/{number}/comments", params, limit)
-            found += [c for row in inline if (c := _comment("pull_request_review_comment", row))]
+            found += [c for row in inline if (c := parse_comment("pull_request_review_comment", row))]
         return sorted(found, key=lambda c: (c.created_at, c.id))
 
     def _first_sight(
@@ -652,10 +589,10 @@ class GitHubPollSource(PollSource):
         delivery = f"poll-presence-{ref}-{uuid.uuid4()}"
         payload = {
             "action": "labeled",
-            "repository": _repository(scope, item),
+            "repository": webhook_repository(scope, item),
             "sender": item.get("user") or {},
             "label": {"name": self.labels[0] if self.labels else ""},
-            ("pull_request" if "pull_request" in item else "issue"): _subject(item),
+            ("pull_request" if "pull_request" in item else "issue"): webhook_subject(item),
         }
         event = normalize("pull_request" if "pull_request" in item else "issues", delivery, payload, transport="poll")
         if isinstance(event, Drop):
@@ -670,9 +607,9 @@ class GitHubPollSource(PollSource):
         subject_key = "pull_request" if comment.event != "issue_comment" else "issue"
         payload: dict[str, Any] = {
             "action": "submitted" if comment.event == "pull_request_review" else "created",
-            "repository": _repository(scope, item),
+            "repository": webhook_repository(scope, item),
             "sender": comment.raw.get("user") or {},
-            subject_key: _subject(item),
+            subject_key: webhook_subject(item),
             ("review" if comment.event == "pull_request_review" else "comment"): comment.raw,
         }
         event = normalize(comment.event, f"poll-comment-{comment.id}", payload, transport="poll")
@@ -830,7 +767,7 @@ class GitHubPollSource(PollSource):
                 if closed:
                     checked[str(ref)] = None
                 elif ref in lazy:
-                    checked[str(ref)] = {"closureCheckedAt": _now_stamp()}
+                    checked[str(ref)] = {"closureCheckedAt": now_stamp()}
         finally:
             self.clocks.update(checked)
 
@@ -870,10 +807,10 @@ class GitHubPollSource(PollSource):
         cycle.closures += 1
         # The webhook's close event, under its key (decision 6): whichever ingress comes second is refused by the
         # inbox, and the router runs the one close path once (a pull request in its owner's record: that endpoint).
-        subject = {**_subject(data), "merged": merged}
+        subject = {**webhook_subject(data), "merged": merged}
         payload = {
             "action": "closed",
-            "repository": _repository(Scope(host, ref.owner, ref.repo), data),
+            "repository": webhook_repository(Scope(host, ref.owner, ref.repo), data),
             "sender": data.get("closed_by") or {},
             ("pull_request" if pull is not None else "issue"): subject,
         }
@@ -980,67 +917,3 @@ def _evicted_before(seen: list[str], comments: list[Comment]) -> str:
         return ""
     kept = set(seen[-SEEN_CAP:])
     return min((c.created_at for c in comments if c.id in kept and c.created_at), default="")
-
-
-def _subject(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The issue / pull request object of a webhook payload, from a listed item."""
-    keys = ("number", "title", "state", "html_url", "labels", "body", "user", "head", "draft", "merged")
-    subject = {key: item[key] for key in keys if key in item}
-    if "pull_request" in item:
-        subject["pull_request"] = item["pull_request"]
-    return subject
-
-
-def _comment(event: str, row: Any) -> Comment | None:
-    if not isinstance(row, dict) or not isinstance(row.get("node_id"), str):
-        return None
-    return Comment(
-        id=row["node_id"],
-        event=event,
-        raw=row,
-        author=str((row.get("user") or {}).get("login") or ""),
-        body=str(row.get("body") or ""),
-        created_at=str(row.get("created_at") or ""),
-        updated_at=str(row.get("updated_at") or row.get("created_at") or ""),
-    )
-
-
-def _review(row: Any) -> Comment | None:
-    """A submitted review with something to say; PENDING or empty ones are not comments (B R14)."""
-    if not isinstance(row, dict) or row.get("state") == "PENDING" or not str(row.get("body") or "").strip():
-        return None
-    found = _comment("pull_request_review", row)
-    if found is not None:
-        found.created_at = found.updated_at = str(row.get("submitted_at") or "")
-    return found
-
-
-def _repository(scope: Scope, item: Mapping[str, Any]) -> dict[str, Any]:
-    """The webhook's ``repository`` object in GitHub's own spelling, read from the item's ``html_url``: refs, record
-    files and close keys then match the webhook's whatever case ``repositories:`` is written in (decision 6). The
-    configured spelling only when the URL names another place (a transfer) or none."""
-    url = item.get("html_url")
-    host = host_of(url)
-    parts = urlsplit(str(url)).path.strip("/").split("/") if host else []
-    if (
-        host == scope.host
-        and len(parts) >= 2
-        and f"{parts[0]}/{parts[1]}".lower() == f"{scope.owner}/{scope.repo}".lower()
-    ):
-        return {"full_name": f"{parts[0]}/{parts[1]}", "html_url": f"https://{host}/{parts[0]}/{parts[1]}"}
-    return scope.repository()
-
-
-def _scopes(config: LoadedConfig) -> list[Scope]:
-    """Top-level ``repositories``, de-duplicated; a bare entry is on github.com (or ``integrations.github.host``)."""
-    default = DEFAULT_HOST
-    raw = config.raw_at("integrations.github") if hasattr(config, "raw_at") else None
-    if isinstance(raw, Mapping) and isinstance(raw.get("host"), str) and raw["host"]:
-        default = raw["host"].lower()
-    found: dict[str, Scope] = {}
-    for entry in config.core.repositories:
-        parts = entry.split("/")
-        host, owner, repo = (parts[0].lower(), parts[1], parts[2]) if len(parts) == 3 else (default, *parts)
-        scope = Scope(host, owner, repo)
-        found.setdefault(scope.name, scope)
-    return list(found.values())
