@@ -17,7 +17,6 @@ only when the inbox settled it, and as failed only when the inbox abandoned it (
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import uuid
 from collections.abc import Mapping
@@ -45,6 +44,7 @@ from the_loop_github.cycle import (
     webhook_repository,
     webhook_subject,
 )
+from the_loop_github.ledger import Ledger, Ledgers, evicted_before, snapshot
 from the_loop_github.linkage import linked_refs
 from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
 from the_loop_github.refs import DEFAULT_HOST, SCHEME, ref_for
@@ -57,7 +57,6 @@ __all__ = ["ApiError", "GitHubPollSource", "RateLimited"]
 
 LIST_LIMIT = 200  # per repository listing (B R12)
 PULLS_LIMIT = 1000  # the /pulls fallback lists every open pull request (no label filter there), labelled or not
-SEEN_CAP = 2000
 REPROBE_EVERY_CYCLES = 60
 COMPLETE_READ_EVERY = 60  # K: a complete (pruning) comment read per item at least this often
 SECTIONS_TRACKED = ("control", "graph", "collaborators", "collaborationChannels")
@@ -83,11 +82,11 @@ class GitHubPollSource(PollSource):
         self.inbox = Inbox.for_config(config)
         self.store = WorkItemStore(config.state, config=config)
         self.registry = SessionRegistry(config.state)
+        self.ledgers = Ledgers(self.store, self.registry)
         self.clocks = PollClocks(config.state)
         self.cycle_number = 0
         self.cursors: dict[str, Cursor] = {}
-        self.pending: dict[str, dict[str, Comment]] = {}
-        self.records_cache: list[dict[str, Any]] | None = None  # per item: comments with an attempt, as last read
+        self.pending: dict[str, dict[str, Comment]] = {}  # per item: comments with an attempt, as last read
         self.rearmed: set[str] = set()
         self.sent: dict[str, tuple[WorkItemRef, WorkItemRef, str]] = {}  # dedupe key → (owner, ref, comment id)
         self.capped: set[str] = set()  # scopes warned about LIST_LIMIT (once per process)
@@ -119,7 +118,7 @@ class GitHubPollSource(PollSource):
     def poll_once(self, context: ServiceContext) -> Mapping[str, Any]:
         cycle = Cycle()
         self.cycle_number += 1
-        self.records_cache = None
+        self.ledgers.new_cycle()
         if not self.scopes:
             events.emit("poll.provider_error", level="error", provider=SCHEME, error="no repositories", will_retry=True)
             cycle.scopesFailed.append({"scope": SCHEME, "error": "no repositories configured", "permanent": True})
@@ -310,8 +309,8 @@ class GitHubPollSource(PollSource):
             if not isinstance(data, dict) or data.get("state") != "open":
                 return
             closing.work_item_reopened(self.config, ref, actor="", source="poll")  # first sight again below
-        owner = self._ledger_owner(ref, refs[:-1]) if is_pull else ref
-        ledger = self._read_ledger(owner, ref)
+        owner = self.ledgers.owner_of(ref, refs[:-1]) if is_pull else ref
+        ledger = self.ledgers.read(owner, ref)
         attempts = dict((ledger or {}).get("commentAttempts") or {})
         spawn = dict((ledger or {}).get("spawn") or {})
         cursor = self.cursors.get(key)
@@ -337,7 +336,7 @@ class GitHubPollSource(PollSource):
         else:
             comments = [held[cid] for cid in attempts]
         comments.sort(key=lambda c: (c.created_at, c.id))
-        before = _copy(ledger)
+        before = snapshot(ledger)
         work = Ledger.load(ledger, owner, ref)
         if ledger is None:
             self._first_sight(scope, item, refs, comments, work, cycle)
@@ -349,7 +348,7 @@ class GitHubPollSource(PollSource):
             work.data["title"] = str(item.get("title") or "")[:200]
         after = work.dump()
         if after != before:
-            self._write_ledger(owner, ref, after)
+            self.ledgers.write(owner, ref, after)
         self.pending[key] = {c.id: c for c in comments if c.id in work.attempts}
 
     def _comments(self, scope: Scope, item: Mapping[str, Any], is_pull: bool, since: str) -> list[Comment]:
@@ -414,7 +413,7 @@ class GitHubPollSource(PollSource):
                 work.seen = [cid for cid in work.seen if cid not in ids]
                 work.data["gaveUp"] = {}
                 events.emit("poll.rearmed", work_item=str(ref), comments=len(ids), version=__version__)
-        floor = _evicted_before(work.seen, comments)
+        floor = evicted_before(work.seen, comments)
         for comment in comments:
             if comment.id in work.seen:
                 continue
@@ -475,14 +474,14 @@ class GitHubPollSource(PollSource):
         for key, (owner, ref, comment_id) in self.sent.items():
             if self.inbox.delivery_status(key) != "inflight":
                 continue
-            ledger = self._read_ledger(owner, ref)
+            ledger = self.ledgers.read(owner, ref)
             attempts = dict((ledger or {}).get("commentAttempts") or {})
             if ledger is None or not isinstance(attempts.get(comment_id), int):
                 continue
             attempts[comment_id] -= 1
             if attempts[comment_id] <= 0:
                 del attempts[comment_id]
-            self._write_ledger(owner, ref, {**ledger, "commentAttempts": attempts})
+            self.ledgers.write(owner, ref, {**ledger, "commentAttempts": attempts})
             released += 1
         self.sent.clear()
         events.emit("poll.attempts_released", released=released)
@@ -532,7 +531,7 @@ class GitHubPollSource(PollSource):
             attempts=attempts,
             will_retry=False,
         )
-        self._write_ledger(work.owner, work.ref, work.dump())  # before the notice: a crash never posts twice
+        self.ledgers.write(work.owner, work.ref, work.dump())  # before the notice: a crash never posts twice
         url = str(comment.raw.get("html_url") or "")
         text = (
             f"the-loop could not deliver comment `{comment.id}`"
@@ -652,49 +651,6 @@ class GitHubPollSource(PollSource):
                 return True
         return False
 
-    # --------------------------------------------------------------------------------------------- ledger
-
-    def _ledger_owner(self, pull: WorkItemRef, linked: list[WorkItemRef]) -> WorkItemRef:
-        """Whose record keeps a pull request's ledger (B R40, seed 004): this machine's session binding, then an
-        existing ``pullRequests`` entry in portable/, then a linked issue (closing keywords, never the branch alone)
-        this machine already tracks, then the pull request itself — so one work item keeps one record (issue-368)."""
-        key = str(pull)
-        for record in self.registry.records():
-            if key in record.sessions and record.work_item != key:
-                with contextlib.suppress(RefError):
-                    return parse_ref(record.work_item)
-        for record in self._records():
-            if key in (record.get("pullRequests") or {}) and record.get("ref") != key:
-                with contextlib.suppress(RefError):
-                    return parse_ref(record["ref"])
-        for ref in linked:
-            if self.registry.load(str(ref)) is not None:
-                return ref
-        return pull
-
-    def _records(self) -> list[dict[str, Any]]:
-        """Every portable record, read once per cycle (closure and pull-request owners both scan them)."""
-        if self.records_cache is None:
-            self.records_cache = self.store.list()
-        return self.records_cache
-
-    def _read_ledger(self, owner: WorkItemRef, ref: WorkItemRef) -> dict[str, Any] | None:
-        record = self.store.read(owner) or {}
-        ledger = record.get("poll") if owner == ref else (record.get("pullRequests") or {}).get(str(ref))
-        return dict(ledger) if isinstance(ledger, dict) else None
-
-    def _write_ledger(self, owner: WorkItemRef, ref: WorkItemRef, ledger: dict[str, Any]) -> None:
-        if owner == ref:
-            self.store.update_section(ref, "poll", ledger)
-            return
-
-        def change(current: Any) -> dict[str, Any]:
-            pulls = dict(current) if isinstance(current, dict) else {}
-            pulls[str(ref)] = ledger
-            return pulls
-
-        self.store.update_section(owner, "pullRequests", change)
-
     # ------------------------------------------------------------------------------------------ closure
 
     def _reconcile(self, complete: list[Scope], open_refs: set[str], cycle: Cycle) -> None:
@@ -715,7 +671,7 @@ class GitHubPollSource(PollSource):
         listed = {ref.lower() for ref in open_refs}  # owner/repo compare case-insensitively, as GitHub's do
         ledger_only: list[str] = []
         owners: dict[str, str] = {}  # pull request → the record whose pullRequests keeps its ledger
-        for record in self._records():
+        for record in self.ledgers.records():
             ref = record["ref"]
             if any(record.get(section) for section in SECTIONS_TRACKED):
                 tracked.add(ref)
@@ -849,71 +805,3 @@ class GitHubPollSource(PollSource):
             delivery_id=f"poll-close-{ref}-deleted",
         )
         return True
-
-
-# ------------------------------------------------------------------------------------------------ ledger
-
-
-class Ledger:
-    """One poll ledger being worked on: ``seenComments`` (newest last), ``commentAttempts``, the rest as found."""
-
-    def __init__(
-        self, data: dict[str, Any], seen: list[str], attempts: dict[str, int], owner: WorkItemRef, ref: WorkItemRef
-    ) -> None:
-        self.data, self.seen, self.attempts, self.owner, self.ref = data, seen, attempts, owner, ref
-
-    @property
-    def is_owner(self) -> bool:
-        """The item keeps its own ``poll`` section (else it is a pull request in its owner's ``pullRequests``)."""
-        return self.owner == self.ref
-
-    @classmethod
-    def load(cls, ledger: dict[str, Any] | None, owner: WorkItemRef, ref: WorkItemRef) -> Ledger:
-        data = dict(ledger or {})
-        seen = [str(cid) for cid in data.get("seenComments") or [] if isinstance(cid, str)]
-        raw = data.get("commentAttempts") or {}
-        attempts = {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
-        if owner == ref:
-            data.setdefault("spawn", {})
-        for legacy in ("lastPolledAt", "closureCheckedAt"):  # clocks live in local/poll-clocks.json (issue-382)
-            data.pop(legacy, None)
-        return cls(data, seen, attempts, owner, ref)
-
-    def see(self, comment_id: str) -> None:
-        self.attempts.pop(comment_id, None)
-        if comment_id not in self.seen:
-            self.seen.append(comment_id)
-
-    def prune(self, live: set[str]) -> None:
-        """Only after a complete read: forget what no longer exists upstream."""
-        self.seen = [cid for cid in self.seen if cid in live]
-        self.attempts = {cid: n for cid, n in self.attempts.items() if cid in live}
-        gave_up = self.data.get("gaveUp") or {}
-        if gave_up.get("comments"):
-            kept = [cid for cid in gave_up["comments"] if cid in live]
-            self.data["gaveUp"] = {**gave_up, "comments": kept} if kept else {}
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            **self.data,
-            "seenComments": self.seen[-SEEN_CAP:],
-            "commentAttempts": dict(self.attempts),
-        }
-
-
-# ------------------------------------------------------------------------------------------------ helpers
-
-
-def _copy(ledger: dict[str, Any] | None) -> dict[str, Any] | None:
-    import copy
-
-    return copy.deepcopy(ledger)
-
-
-def _evicted_before(seen: list[str], comments: list[Comment]) -> str:
-    """When ``seenComments`` is full, the creation time of the oldest comment it still holds: a comment older than
-    that was seen and evicted by the cap, never new ("" when the ledger is not full, or nothing of it was read)."""
-    if len(seen) < SEEN_CAP:
-        return ""
-    kept = set(seen[-SEEN_CAP:])
-    return min((c.created_at for c in comments if c.id in kept and c.created_at), default="")
