@@ -7,7 +7,7 @@ so an unchanged one is a 304 GitHub does not count); comments are read only for 
 sight in a process and every :data:`COMPLETE_READ_EVERY` cycles — the only reads allowed to prune the ledger. A rate
 limit (``X-RateLimit-Remaining: 0``, ``Retry-After``, a secondary-limit message) stops every call to that host until
 it lifts (at least a minute); 401 and 404 are permanent scope failures; 410 / "issues are disabled" quarantines the
-issue listing for :data:`REPROBE_EVERY_CYCLES` cycles while pull requests are still listed.
+issue listing for :data:`~the_loop_github.listing.REPROBE_EVERY_CYCLES` cycles while pull requests are still listed.
 
 The ledger is the portable record's ``poll`` section (a pull request delivering a tracked item: the owner's
 ``pullRequests`` entry), its clocks ``local/poll-clocks.json``. Every event goes through the inbox under the
@@ -17,7 +17,6 @@ only when the inbox settled it, and as failed only when the inbox abandoned it (
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -46,6 +45,7 @@ from the_loop_github.cycle import (
 )
 from the_loop_github.ledger import Ledger, Ledgers, evicted_before, snapshot
 from the_loop_github.linkage import linked_refs
+from the_loop_github.listing import ScopeListing, ScopeSkipped
 from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
 from the_loop_github.refs import DEFAULT_HOST, SCHEME, ref_for
 from the_loop_github.ticketing import MARKER, GitHubTicketProvider, TokenMissing
@@ -55,16 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ApiError", "GitHubPollSource", "RateLimited"]
 
-LIST_LIMIT = 200  # per repository listing (B R12)
-PULLS_LIMIT = 1000  # the /pulls fallback lists every open pull request (no label filter there), labelled or not
-REPROBE_EVERY_CYCLES = 60
 COMPLETE_READ_EVERY = 60  # K: a complete (pruning) comment read per item at least this often
 SECTIONS_TRACKED = ("control", "graph", "collaborators", "collaborationChannels")
 DELIVERED = ("delivered", "spawned", "respawned")  # inbox outcomes that mean the session got the comment
-
-
-class ScopeSkipped(Exception):
-    """A quarantined repository is not asked this cycle (``scopesSkipped``)."""
 
 
 # ------------------------------------------------------------------------------------------------ source
@@ -89,15 +82,16 @@ class GitHubPollSource(PollSource):
         self.pending: dict[str, dict[str, Comment]] = {}  # per item: comments with an attempt, as last read
         self.rearmed: set[str] = set()
         self.sent: dict[str, tuple[WorkItemRef, WorkItemRef, str]] = {}  # dedupe key → (owner, ref, comment id)
-        self.capped: set[str] = set()  # scopes warned about LIST_LIMIT (once per process)
-        self.filtered: dict[str, tuple[str, ...]] = {}  # ref → the required labels it missed, as last reported
-        self.quarantine: dict[str, tuple[int, bool]] = {}  # scope → (cycle it failed for good, issues only)
         polling = config.core.polling
         source = next((s for s in polling.sources if s.provider == SCHEME), None)
         labels = list(source.labels) if source and source.labels else list(config.core.routing.auto_execute_labels)
         self.labels = labels
-        self.monitor_issues = source.monitor.issues if source else True
-        self.monitor_pulls = source.monitor.pull_requests if source else True
+        self.listing = ScopeListing(
+            self.client,
+            labels,
+            monitor_issues=source.monitor.issues if source else True,
+            monitor_pulls=source.monitor.pull_requests if source else True,
+        )
         self.max_retries = max(1, polling.max_retries)
         self.interval = polling.interval_seconds
         self.scopes = configured_scopes(config)
@@ -146,7 +140,7 @@ class GitHubPollSource(PollSource):
     def _poll_scope(self, scope: Scope, context: ServiceContext, cycle: Cycle, open_refs: set[str]) -> bool:
         """List and process one repository; True when its listing was complete and every item was reached."""
         try:
-            items, whole = self._list(scope, cycle)
+            items, whole = self.listing.open_items(scope, cycle, self.cycle_number)
         except ScopeSkipped:
             return False
         except ApiError as exc:
@@ -187,101 +181,6 @@ class GitHubPollSource(PollSource):
         finally:
             self.clocks.update(clocks)
         return whole
-
-    def _list(self, scope: Scope, cycle: Cycle) -> tuple[list[dict[str, Any]], bool]:
-        """The open items carrying every arming label, newest updated first (at most :data:`LIST_LIMIT`), and
-        whether the listing was whole (only a whole one may close anything).
-
-        A permanent failure (401, 403 without a rate limit, 404, 410) quarantines the repository for
-        :data:`REPROBE_EVERY_CYCLES` cycles instead of being asked every cycle; Issues disabled (410) quarantines
-        only the issue listing, and the pull requests are still listed (B R42)."""
-        if not self.labels:
-            return [], True
-        params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": PAGE}
-        held = self.quarantine.get(scope.name)
-        if held is not None and self.cycle_number - held[0] < REPROBE_EVERY_CYCLES:
-            cycle.scopesSkipped.append(scope.name)
-            if held[1] and self.monitor_pulls:
-                return self._list_pulls(scope, params)[0], False
-            raise ScopeSkipped(scope.name)
-        if not self.monitor_issues:
-            return self._list_pulls(scope, params)
-        try:
-            rows, _ = self.client.get_all(
-                scope.host, f"{scope.api}/issues", {**params, "labels": ",".join(self.labels)}, LIST_LIMIT
-            )
-        except RateLimited:
-            raise
-        except ApiError as exc:
-            if not exc.permanent:
-                raise
-            issues_only = exc.status == 410 or "issues are disabled" in str(exc).lower()
-            self.quarantine[scope.name] = (self.cycle_number, issues_only)
-            if held is None:  # a re-probe that still fails renews the quarantine silently
-                events.emit(
-                    "poll.scope_degraded",
-                    level="warning",
-                    provider=SCHEME,
-                    scope=scope.name,
-                    error=str(exc)[:300],
-                    retry_after_cycles=REPROBE_EVERY_CYCLES,
-                )
-            if not (issues_only and self.monitor_pulls):
-                raise
-            cycle.scopesFailed.append({"scope": scope.name, "error": str(exc)[:300], "permanent": True})
-            return self._list_pulls(scope, params)[0], False
-        if held is not None:
-            del self.quarantine[scope.name]
-            events.emit("poll.scope_recovered", provider=SCHEME, scope=scope.name)
-        if len(rows) >= LIST_LIMIT:  # B §4: the rest is never listed
-            self._warn_capped(scope, LIST_LIMIT, "open labelled items")
-        kept = [row for row in rows if isinstance(row, dict) and self._wanted(scope, row)]
-        return (kept if self.monitor_pulls else [row for row in kept if "pull_request" not in row]), True
-
-    def _warn_capped(self, scope: Scope, limit: int, what: str) -> None:
-        if scope.name not in self.capped:  # once per process, not every cycle
-            self.capped.add(scope.name)
-            print(
-                f"warning: {scope.name} has at least {limit} {what}; only the {limit} most recently updated are "
-                "polled (older ones: no comments read, tracked ones asked for closure)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def _list_pulls(self, scope: Scope, params: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
-        """The labelled open pull requests, judged here (``/pulls`` has no label filter), and whether the listing
-        was whole: a capped one never closes anything, since what it left out may well be open."""
-        rows, _ = self.client.get_all(scope.host, f"{scope.api}/pulls", params, PULLS_LIMIT)
-        kept = []
-        for row in rows:
-            if isinstance(row, dict) and self._wanted(scope, row):
-                kept.append({**row, "pull_request": {"html_url": row.get("html_url"), "merged_at": None}})
-        if len(rows) >= PULLS_LIMIT:
-            self._warn_capped(scope, PULLS_LIMIT, "open pull requests")
-        return kept, len(rows) < PULLS_LIMIT
-
-    def _wanted(self, scope: Scope, row: Mapping[str, Any]) -> bool:
-        """Every required label, judged on the labels returned (B R13); a dropped item is reported once per change
-        of the labels it lacks (``poll.item_filtered``), never every cycle."""
-        if not isinstance(row.get("number"), int):
-            return False
-        names = {label.get("name") for label in row.get("labels") or [] if isinstance(label, dict)}
-        missing = tuple(label for label in self.labels if label not in names)
-        ref = f"{SCHEME}:{scope.name}#{row['number']}"
-        if not missing:
-            self.filtered.pop(ref, None)
-            return True
-        if self.filtered.get(ref) != missing:
-            self.filtered[ref] = missing
-            events.emit(
-                "poll.item_filtered",
-                work_item=ref,
-                item_number=row["number"],
-                required_labels=list(self.labels),
-                missing_labels=list(missing),
-                reason="missing-required-labels",
-            )
-        return False
 
     def _refs(self, scope: Scope, item: Mapping[str, Any]) -> list[WorkItemRef]:
         """The item's refs, linked issues first and the item itself last (X3)."""
