@@ -13,6 +13,10 @@ The ledger is the portable record's ``poll`` section (a pull request delivering 
 ``pullRequests`` entry), its clocks ``local/poll-clocks.json``. Every event goes through the inbox under the
 webhook's dedupe key (decision 6), so an object both ingresses see is delivered once; an event counts as handled
 only when the inbox settled it, and as failed only when the inbox abandoned it (``maxRetries`` such rounds).
+
+This module is the loop over repositories and items; its collaborators are the REST client (``client``), the
+listing (``listing``), the ledger (``ledger``), comment delivery (``delivery``) and closure detection (``closure``),
+over the scope and cycle bookkeeping of ``cycle``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from the_loop import __version__, events
 from the_loop.ingress.inbox import Inbox
 from the_loop.ingress.poller import PollClocks
 from the_loop.interfaces import PollSource, ServiceContext
-from the_loop.models import InboundEvent
 from the_loop.refs import WorkItemRef
 from the_loop.routing import control
 from the_loop.state.registry import SessionRegistry
@@ -44,6 +47,7 @@ from the_loop_github.cycle import (
     webhook_repository,
     webhook_subject,
 )
+from the_loop_github.delivery import CommentDelivery
 from the_loop_github.ledger import Ledger, Ledgers, evicted_before, snapshot
 from the_loop_github.linkage import linked_refs
 from the_loop_github.listing import ScopeListing, ScopeSkipped
@@ -57,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["ApiError", "GitHubPollSource", "RateLimited"]
 
 COMPLETE_READ_EVERY = 60  # K: a complete (pruning) comment read per item at least this often
-DELIVERED = ("delivered", "spawned", "respawned")  # inbox outcomes that mean the session got the comment
 
 
 # ------------------------------------------------------------------------------------------------ source
@@ -81,7 +84,6 @@ class GitHubPollSource(PollSource):
         self.cursors: dict[str, Cursor] = {}
         self.pending: dict[str, dict[str, Comment]] = {}  # per item: comments with an attempt, as last read
         self.rearmed: set[str] = set()
-        self.sent: dict[str, tuple[WorkItemRef, WorkItemRef, str]] = {}  # dedupe key → (owner, ref, comment id)
         polling = config.core.polling
         source = next((s for s in polling.sources if s.provider == SCHEME), None)
         labels = list(source.labels) if source and source.labels else list(config.core.routing.auto_execute_labels)
@@ -93,6 +95,7 @@ class GitHubPollSource(PollSource):
             monitor_pulls=source.monitor.pull_requests if source else True,
         )
         self.max_retries = max(1, polling.max_retries)
+        self.delivery = CommentDelivery(self.inbox, self.ledgers, self.provider, self.max_retries)
         self.scopes = configured_scopes(config)
         self.closures = ClosureDetector(
             config,
@@ -110,6 +113,10 @@ class GitHubPollSource(PollSource):
         """A closed item's read state: gone, so a reopened one is read whole again."""
         self.cursors.pop(str(ref), None)
         self.pending.pop(str(ref), None)
+
+    def release_attempts(self) -> int:
+        """At a stop (B R9): attempts counted for events still undelivered are given back; how many were."""
+        return self.delivery.release_attempts()
 
     def check_dependencies(self) -> list[str]:
         """What stops this source before the poller locks (B R4): each problem with its remedy."""
@@ -305,7 +312,7 @@ class GitHubPollSource(PollSource):
             if comment not in pending:
                 work.see(comment.id)
         for comment in pending:
-            self._forward(scope, item, refs, comment, work, cycle)
+            self.delivery.forward(scope, item, refs, comment, work, cycle)
         if not pending and work.is_owner:  # a pull request delivering another item is never spawned from here
             self._presence(scope, item, refs, work, cycle, armed=True)
 
@@ -334,7 +341,7 @@ class GitHubPollSource(PollSource):
             if comment.created_at < floor and comment.id not in work.attempts:
                 continue  # older than everything the capped ledger keeps: seen once, evicted (issue-246)
             if comment.id in work.attempts:
-                self._retry(scope, item, refs, comment, work, cycle)
+                self.delivery.retry(scope, item, refs, comment, work, cycle)
                 continue
             if MARKER in comment.body:  # the-loop's own words, before anyone's identity is read (issue-64)
                 work.see(comment.id)
@@ -344,127 +351,11 @@ class GitHubPollSource(PollSource):
                 continue
             if work.is_owner:
                 work.data["spawn"] = {}  # a genuinely new comment re-arms the spawn budget (R22)
-            self._forward(scope, item, refs, comment, work, cycle)
+            self.delivery.forward(scope, item, refs, comment, work, cycle)
         if work.is_owner:
             self._presence(scope, item, refs, work, cycle, armed=False)
 
-    # -------------------------------------------------------------------------------------- forwarding
-
-    def _forward(
-        self,
-        scope: Scope,
-        item: dict[str, Any],
-        refs: list[WorkItemRef],
-        comment: Comment,
-        work: Ledger,
-        cycle: Cycle,
-    ) -> None:
-        event = self._event(scope, item, comment)
-        if event is None:
-            work.see(comment.id)
-            return
-        accepted = self.inbox.put(event.dedupe_key, event.inbox_entry())
-        if not accepted and self.inbox.delivery_status(event.dedupe_key) != "inflight":
-            work.see(comment.id)  # the other ingress (or a run before a crash) already had it
-            return
-        attempt = work.attempts.get(comment.id, 0) + 1
-        work.attempts[comment.id] = attempt
-        self.sent[event.dedupe_key] = (work.owner, work.ref, comment.id)
-        cycle.commentsForwarded += 1
-        events.emit(
-            "poll.comment_forwarded",
-            work_item=str(refs[-1]),
-            comment_id=comment.id,
-            actor=comment.author,
-            attempt=attempt,
-        )
-
-    def release_attempts(self) -> int:
-        """At a stop (B R9, issue-159): an attempt this process counted for an event the inbox still holds
-        undelivered is given back, so a shutdown never spends a comment's budget. The entry itself stays in the
-        inbox and is routed after the restart, which counts it again as attempt 1 (nothing is sent twice: the
-        inbox refuses a key it holds)."""
-        released = 0
-        for key, (owner, ref, comment_id) in self.sent.items():
-            if self.inbox.delivery_status(key) != "inflight":
-                continue
-            ledger = self.ledgers.read(owner, ref)
-            attempts = dict((ledger or {}).get("commentAttempts") or {})
-            if ledger is None or not isinstance(attempts.get(comment_id), int):
-                continue
-            attempts[comment_id] -= 1
-            if attempts[comment_id] <= 0:
-                del attempts[comment_id]
-            self.ledgers.write(owner, ref, {**ledger, "commentAttempts": attempts})
-            released += 1
-        self.sent.clear()
-        events.emit("poll.attempts_released", released=released)
-        return released
-
-    def _retry(
-        self,
-        scope: Scope,
-        item: dict[str, Any],
-        refs: list[WorkItemRef],
-        comment: Comment,
-        work: Ledger,
-        cycle: Cycle,
-    ) -> None:
-        """A comment with an attempt on record: the inbox's answer decides (B R26)."""
-        event = self._event(scope, item, comment)
-        rounds = work.attempts[comment.id]
-        status = self.inbox.delivery_status(event.dedupe_key, rounds) if event else "done"
-        if status == "inflight":
-            return
-        if status in ("done", "unknown"):
-            outcome = self.inbox.settled_outcome(event.dedupe_key) if event else ""
-            if outcome and outcome not in DELIVERED:  # refused on purpose (paused, awaiting start, …): seed 004
-                events.emit("poll.comment_settled", work_item=str(refs[-1]), comment_id=comment.id, outcome=outcome)
-            work.see(comment.id)
-            return
-        if rounds < self.max_retries:
-            self._forward(scope, item, refs, comment, work, cycle)
-            return
-        self._give_up(refs[-1], comment, work, cycle)
-
-    def _give_up(self, ref: WorkItemRef, comment: Comment, work: Ledger, cycle: Cycle) -> None:
-        """Budget spent: the ledger first, then one notice on the polled item naming the comment — never quoting
-        it (issue-240); a failed notice undoes nothing."""
-        attempts = work.attempts.get(comment.id, 0)
-        work.see(comment.id)
-        gave_up = work.data.get("gaveUp") or {}
-        ids = [cid for cid in gave_up.get("comments") or [] if cid != comment.id] + [comment.id]
-        work.data["gaveUp"] = {"comments": ids, "version": __version__}
-        cycle.failures += 1
-        events.emit(
-            "poll.comment_failed",
-            level="error",
-            work_item=str(ref),
-            comment_id=comment.id,
-            actor=comment.author,
-            attempts=attempts,
-            will_retry=False,
-        )
-        self.ledgers.write(work.owner, work.ref, work.dump())  # before the notice: a crash never posts twice
-        url = str(comment.raw.get("html_url") or "")
-        text = (
-            f"the-loop could not deliver comment `{comment.id}`"
-            + (f" ({url})" if url else "")
-            + f" to the agent's session after {attempts} attempt(s) and has given up on it. "
-            "Post it again to retry."
-        )
-        try:
-            self.provider.post_comment(ref, self.provider.mark(text))
-        except Exception as exc:
-            events.emit(
-                "poll.giveup_report_failed",
-                level="warning",
-                work_item=str(ref),
-                comment_id=comment.id,
-                error=f"{type(exc).__name__}: {exc}"[:300],
-            )
-            return
-        events.emit("poll.giveup_reported", work_item=str(ref), comment_id=comment.id, attempts=attempts)
+    # ------------------------------------------------------------------------------------------- spawn
 
     def _presence(
         self, scope: Scope, item: dict[str, Any], refs: list[WorkItemRef], work: Ledger, cycle: Cycle, armed: bool
@@ -514,19 +405,6 @@ class GitHubPollSource(PollSource):
         self.inbox.put(event.dedupe_key, event.inbox_entry())
         work.data["spawn"] = {"attempts": attempts + 1, "gaveUp": False, "deliveryId": event.dedupe_key}
         cycle.spawns += 1
-
-    def _event(self, scope: Scope, item: dict[str, Any], comment: Comment) -> InboundEvent | None:
-        """The event GitHub would have pushed for ``comment`` (same normalizer, same dedupe key)."""
-        subject_key = "pull_request" if comment.event != "issue_comment" else "issue"
-        payload: dict[str, Any] = {
-            "action": "submitted" if comment.event == "pull_request_review" else "created",
-            "repository": webhook_repository(scope, item),
-            "sender": comment.raw.get("user") or {},
-            subject_key: webhook_subject(item),
-            ("review" if comment.event == "pull_request_review" else "comment"): comment.raw,
-        }
-        event = normalize(comment.event, f"poll-comment-{comment.id}", payload, transport="poll")
-        return None if isinstance(event, Drop) else event
 
     # ------------------------------------------------------------------------------------------ judgement
 
