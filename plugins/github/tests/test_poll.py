@@ -1358,7 +1358,7 @@ def test_r12_a_capped_pull_request_listing_warns_and_closes_nothing(
 ) -> None:
     """``/pulls`` cannot filter by label: past its cap the listing is partial, said so once, and never closes."""
     from the_loop.interfaces import ServiceContext
-    from the_loop_github.poll import PULLS_LIMIT
+    from the_loop_github.listing import PULLS_LIMIT
 
     with FakeGitHub(tokens={TOKEN: BOT}) as fake:
         fake.add_issue(REPO, 1, labels=[AUTO], author="alice", pull_request=True)  # the oldest: past the cap

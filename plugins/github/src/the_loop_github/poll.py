@@ -7,285 +7,60 @@ so an unchanged one is a 304 GitHub does not count); comments are read only for 
 sight in a process and every :data:`COMPLETE_READ_EVERY` cycles — the only reads allowed to prune the ledger. A rate
 limit (``X-RateLimit-Remaining: 0``, ``Retry-After``, a secondary-limit message) stops every call to that host until
 it lifts (at least a minute); 401 and 404 are permanent scope failures; 410 / "issues are disabled" quarantines the
-issue listing for :data:`REPROBE_EVERY_CYCLES` cycles while pull requests are still listed.
+issue listing for :data:`~the_loop_github.listing.REPROBE_EVERY_CYCLES` cycles while pull requests are still listed.
 
 The ledger is the portable record's ``poll`` section (a pull request delivering a tracked item: the owner's
 ``pullRequests`` entry), its clocks ``local/poll-clocks.json``. Every event goes through the inbox under the
 webhook's dedupe key (decision 6), so an object both ingresses see is delivered once; an event counts as handled
 only when the inbox settled it, and as failed only when the inbox abandoned it (``maxRetries`` such rounds).
+
+This module is the loop over repositories and items; its collaborators are the REST client (``client``), the
+listing (``listing``), the ledger (``ledger``), comment delivery (``delivery``) and closure detection (``closure``),
+over the scope and cycle bookkeeping of ``cycle``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from the_loop import __version__, events
 from the_loop.ingress.inbox import Inbox
-from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due
+from the_loop.ingress.poller import PollClocks
 from the_loop.interfaces import PollSource, ServiceContext
-from the_loop.models import InboundEvent
-from the_loop.refs import RefError, WorkItemRef, parse_ref
+from the_loop.refs import WorkItemRef
 from the_loop.routing import control
 from the_loop.state.registry import SessionRegistry
 from the_loop.state.store import WorkItemStore
+from the_loop_github.client import COMMENT_PAGES, PAGE, ApiError, Client, RateLimited
+from the_loop_github.closure import ClosureDetector
+from the_loop_github.cycle import (
+    Comment,
+    Cursor,
+    Cycle,
+    Scope,
+    configured_scopes,
+    now_stamp,
+    parse_comment,
+    parse_review,
+    webhook_repository,
+    webhook_subject,
+)
+from the_loop_github.delivery import CommentDelivery
+from the_loop_github.ledger import Ledger, Ledgers, evicted_before, snapshot
 from the_loop_github.linkage import linked_refs
-from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
-from the_loop_github.refs import DEFAULT_HOST, SCHEME, host_of, ref_for
+from the_loop_github.listing import ScopeListing, ScopeSkipped
+from the_loop_github.normalize import Drop, normalize
+from the_loop_github.refs import SCHEME, ref_for
 from the_loop_github.ticketing import MARKER, GitHubTicketProvider, TokenMissing
 
 if TYPE_CHECKING:
-    from github import Github
-
     from the_loop.config import LoadedConfig
 
 __all__ = ["ApiError", "GitHubPollSource", "RateLimited"]
 
-PAGE = 100
-LIST_LIMIT = 200  # per repository listing (B R12)
-PULLS_LIMIT = 1000  # the /pulls fallback lists every open pull request (no label filter there), labelled or not
-COMMENT_PAGES = 30  # a thread longer than 3,000 comments per surface fails the item rather than half-reading it
-SEEN_CAP = 2000
-REPROBE_EVERY_CYCLES = 60
 COMPLETE_READ_EVERY = 60  # K: a complete (pruning) comment read per item at least this often
-MIN_BACKOFF = 60.0
-ETAG_CACHE = 4096
-TIMEOUT_SECONDS = 60
-SECTIONS_TRACKED = ("control", "graph", "collaborators", "collaborationChannels")
-DELIVERED = ("delivered", "spawned", "respawned")  # inbox outcomes that mean the session got the comment
-
-
-def _now_stamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class ApiError(Exception):
-    """A GitHub read failed. ``permanent``: no retry will change it (401, 404, 403 without a rate limit, 410)."""
-
-    def __init__(self, message: str, status: int = 0, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.permanent = permanent
-
-
-class RateLimited(ApiError):
-    """GitHub asked us to back off; nothing goes to that host before ``until`` (epoch seconds)."""
-
-    def __init__(self, message: str, until: float) -> None:
-        super().__init__(message, 403)
-        self.until = until
-
-
-class ScopeSkipped(Exception):
-    """A quarantined repository is not asked this cycle (``scopesSkipped``)."""
-
-
-# ------------------------------------------------------------------------------------------------ client
-
-
-class Client:
-    """Conditional GETs through PyGithub's requester, with one ETag cache and one back-off clock per host."""
-
-    def __init__(self, provider: GitHubTicketProvider, clock: Callable[[], float] = time.time) -> None:
-        self.provider = provider
-        self.clock = clock  # wall time; a test injects one to cross a two-minute rate-limit reset at once
-        self.cache: OrderedDict[str, tuple[str, Any, str]] = OrderedDict()  # url → (etag, data, next link)
-        self.blocked_until: dict[str, float] = {}
-        self.clients: dict[str, Github] = {}
-        self.requests = 0  # wire requests this process (the benchmark reads them)
-
-    def reset(self) -> None:
-        """Drop the per-cycle PyGithub clients, so a rotated token is read at the next call."""
-        for client in self.clients.values():
-            client.close()
-        self.clients.clear()
-
-    def _client(self, host: str) -> Github:
-        if host not in self.clients:
-            from github import Auth, Github
-
-            self.clients[host] = Github(
-                auth=Auth.Token(self.provider.token()),
-                base_url=self.provider.api_base("" if host == DEFAULT_HOST else host),
-                timeout=TIMEOUT_SECONDS,
-                retry=None,  # limits are honoured here, by backing off; PyGithub must never sleep on them
-                seconds_between_requests=None,
-                seconds_between_writes=None,
-                user_agent="the-loop",
-            )
-        return self.clients[host]
-
-    def get(self, host: str, url: str, params: Mapping[str, Any] | None = None) -> tuple[Any, str, bool]:
-        """``(data, next page URL or "", changed)``; an unchanged answer (304) comes from the cache."""
-        from requests import RequestException
-
-        until = self.blocked_until.get(host, 0.0)
-        if self.clock() < until:
-            raise RateLimited(f"rate-limited until {time.strftime('%H:%M:%SZ', time.gmtime(until))}", until)
-        key = url + "?" + "&".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
-        cached = self.cache.get(key)
-        headers = {"If-None-Match": cached[0]} if cached else {}
-        try:
-            self.requests += 1
-            status, raw_headers, body = self._client(host).requester.requestJson(
-                "GET", url, parameters=dict(params or {}) or None, headers=headers
-            )
-        except RequestException as exc:
-            raise ApiError(f"GitHub API GET {_path(url)}: unreachable ({type(exc).__name__})") from None
-        answer = {str(k).lower(): str(v) for k, v in raw_headers.items()}
-        if status == 304 and cached:
-            self.cache.move_to_end(key)
-            return cached[1], cached[2], False
-        data = _json(body)
-        if status >= 400:
-            raise self._error(host, url, status, answer, data)
-        following = _next_link(answer.get("link", ""))
-        etag = answer.get("etag", "")
-        if etag:
-            self.cache[key] = (etag, data, following)
-            self.cache.move_to_end(key)
-            while len(self.cache) > ETAG_CACHE:
-                self.cache.popitem(last=False)
-        return data, following, True
-
-    def get_all(self, host: str, url: str, params: Mapping[str, Any], limit: int) -> tuple[list[Any], bool]:
-        """Every page (``Link: rel="next"``) up to ``limit`` rows; ``changed`` when any page was not a 304."""
-        rows: list[Any] = []
-        changed = False
-        next_url, next_params = url, dict(params)
-        pages = 0
-        while next_url and len(rows) < limit:
-            data, following, fresh = self.get(host, next_url, next_params)
-            changed = changed or fresh
-            if not isinstance(data, list):
-                raise ApiError(f"GitHub API GET {_path(url)}: not a list")
-            rows.extend(data)
-            pages += 1
-            if pages >= COMMENT_PAGES and following:
-                raise ApiError(f"GitHub API GET {_path(url)}: more than {pages} pages")
-            next_url, next_params = following, {}
-        return rows[:limit], changed
-
-    def _error(self, host: str, url: str, status: int, headers: Mapping[str, str], data: Any) -> ApiError:
-        message = " ".join(str(data.get("message", "") if isinstance(data, dict) else "").split())[:200]
-        text = f"GitHub API GET {_path(url)}: {status} {message or 'no message'}"
-        limited = status in (403, 429) and (
-            headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers or "rate limit" in message.lower()
-        )
-        if limited:
-            now = self.clock()
-            until = now + MIN_BACKOFF
-            reset = _number(headers.get("x-ratelimit-reset"))
-            retry_after = _number(headers.get("retry-after"))
-            if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
-                until = max(until, reset)
-            if retry_after is not None:
-                until = max(until, now + retry_after)
-            self.blocked_until[host] = until
-            return RateLimited(f"rate-limited ({text}); backing off until {events.timestamp(until)}", until)
-        return ApiError(text, status, permanent=status in (401, 403, 404, 410))
-
-
-def _json(body: str) -> Any:
-    import json
-
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        return None
-
-
-def _number(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
-
-
-def _next_link(link: str) -> str:
-    for part in link.split(","):
-        if 'rel="next"' in part and "<" in part and ">" in part:
-            return part[part.index("<") + 1 : part.index(">")]
-    return ""
-
-
-def _path(url: str) -> str:
-    return urlsplit(url).path or url
-
-
-# ------------------------------------------------------------------------------------------------ model
-
-
-@dataclass
-class Comment:
-    id: str  # the node id: what seenComments holds and what the dedupe key is built from
-    event: str  # issue_comment | pull_request_review | pull_request_review_comment
-    raw: dict[str, Any]
-    author: str
-    body: str
-    created_at: str
-    updated_at: str
-
-
-@dataclass
-class Scope:
-    host: str
-    owner: str
-    repo: str
-
-    @property
-    def name(self) -> str:
-        base = f"{self.owner}/{self.repo}".lower()
-        return base if self.host == DEFAULT_HOST else f"{self.host}/{base}"
-
-    @property
-    def api(self) -> str:
-        return f"/repos/{self.owner}/{self.repo}"
-
-    def repository(self) -> dict[str, Any]:
-        """The webhook's ``repository`` object, as far as refs and the normalizer read it."""
-        return {"full_name": f"{self.owner}/{self.repo}", "html_url": f"https://{self.host}/{self.owner}/{self.repo}"}
-
-    def owns(self, ref: WorkItemRef) -> bool:
-        return ref.provider == SCHEME and not ref.key_form and _scope_name(ref) == self.name
-
-
-def _scope_name(ref: WorkItemRef) -> str:
-    base = f"{ref.owner}/{ref.repo}".lower()
-    return base if not ref.host or ref.host == DEFAULT_HOST else f"{ref.host.lower()}/{base}"
-
-
-@dataclass
-class Cursor:
-    """What this process last read of one item: its ``updated_at``, the newest comment time (``since``)."""
-
-    updated_at: str
-    since: str
-    complete_cycle: int
-
-
-@dataclass
-class Cycle:
-    itemsSeen: int = 0
-    spawns: int = 0
-    commentsForwarded: int = 0
-    closures: int = 0
-    failures: int = 0
-    errors: int = 0
-    scopesPolled: int = 0
-    interrupted: bool = False
-    scopesFailed: list[dict[str, Any]] = field(default_factory=list)
-    scopesSkipped: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 # ------------------------------------------------------------------------------------------------ source
@@ -303,25 +78,45 @@ class GitHubPollSource(PollSource):
         self.inbox = Inbox.for_config(config)
         self.store = WorkItemStore(config.state, config=config)
         self.registry = SessionRegistry(config.state)
+        self.ledgers = Ledgers(self.store, self.registry)
         self.clocks = PollClocks(config.state)
         self.cycle_number = 0
         self.cursors: dict[str, Cursor] = {}
-        self.pending: dict[str, dict[str, Comment]] = {}
-        self.records_cache: list[dict[str, Any]] | None = None  # per item: comments with an attempt, as last read
+        self.pending: dict[str, dict[str, Comment]] = {}  # per item: comments with an attempt, as last read
         self.rearmed: set[str] = set()
-        self.sent: dict[str, tuple[WorkItemRef, WorkItemRef, str]] = {}  # dedupe key → (owner, ref, comment id)
-        self.capped: set[str] = set()  # scopes warned about LIST_LIMIT (once per process)
-        self.filtered: dict[str, tuple[str, ...]] = {}  # ref → the required labels it missed, as last reported
-        self.quarantine: dict[str, tuple[int, bool]] = {}  # scope → (cycle it failed for good, issues only)
         polling = config.core.polling
         source = next((s for s in polling.sources if s.provider == SCHEME), None)
         labels = list(source.labels) if source and source.labels else list(config.core.routing.auto_execute_labels)
         self.labels = labels
-        self.monitor_issues = source.monitor.issues if source else True
-        self.monitor_pulls = source.monitor.pull_requests if source else True
+        self.listing = ScopeListing(
+            self.client,
+            labels,
+            monitor_issues=source.monitor.issues if source else True,
+            monitor_pulls=source.monitor.pull_requests if source else True,
+        )
         self.max_retries = max(1, polling.max_retries)
-        self.interval = polling.interval_seconds
-        self.scopes = _scopes(config)
+        self.delivery = CommentDelivery(self.inbox, self.ledgers, self.provider, self.max_retries)
+        self.scopes = configured_scopes(config)
+        self.closures = ClosureDetector(
+            config,
+            client=self.client,
+            inbox=self.inbox,
+            store=self.store,
+            registry=self.registry,
+            clocks=self.clocks,
+            ledgers=self.ledgers,
+            interval=polling.interval_seconds,
+            forget=self._forget,
+        )
+
+    def _forget(self, ref: WorkItemRef) -> None:
+        """A closed item's read state: gone, so a reopened one is read whole again."""
+        self.cursors.pop(str(ref), None)
+        self.pending.pop(str(ref), None)
+
+    def release_attempts(self) -> int:
+        """At a stop (B R9): attempts counted for events still undelivered are given back; how many were."""
+        return self.delivery.release_attempts()
 
     def check_dependencies(self) -> list[str]:
         """What stops this source before the poller locks (B R4): each problem with its remedy."""
@@ -339,7 +134,7 @@ class GitHubPollSource(PollSource):
     def poll_once(self, context: ServiceContext) -> Mapping[str, Any]:
         cycle = Cycle()
         self.cycle_number += 1
-        self.records_cache = None
+        self.ledgers.new_cycle()
         if not self.scopes:
             events.emit("poll.provider_error", level="error", provider=SCHEME, error="no repositories", will_retry=True)
             cycle.scopesFailed.append({"scope": SCHEME, "error": "no repositories configured", "permanent": True})
@@ -359,7 +154,7 @@ class GitHubPollSource(PollSource):
                 if self._poll_scope(scope, context, cycle, open_refs):
                     complete.append(scope)
             if not cycle.interrupted and not context.should_stop():
-                self._reconcile(complete, open_refs, cycle)
+                self.closures.reconcile(complete, open_refs, cycle)
         finally:
             self.client.reset()
         return cycle.as_dict()
@@ -367,7 +162,7 @@ class GitHubPollSource(PollSource):
     def _poll_scope(self, scope: Scope, context: ServiceContext, cycle: Cycle, open_refs: set[str]) -> bool:
         """List and process one repository; True when its listing was complete and every item was reached."""
         try:
-            items, whole = self._list(scope, cycle)
+            items, whole = self.listing.open_items(scope, cycle, self.cycle_number)
         except ScopeSkipped:
             return False
         except ApiError as exc:
@@ -402,111 +197,16 @@ class GitHubPollSource(PollSource):
                         error=f"{type(exc).__name__}: {exc}"[:300],
                         will_retry=True,
                     )
-                clocks[str(refs[-1])] = {"lastPolledAt": _now_stamp()}
+                clocks[str(refs[-1])] = {"lastPolledAt": now_stamp()}
                 if missing.get(str(refs[-1]), {}).get("missingAt"):  # listed again: one later 404 is a blip again
                     clocks[str(refs[-1])]["missingAt"] = ""
         finally:
             self.clocks.update(clocks)
         return whole
 
-    def _list(self, scope: Scope, cycle: Cycle) -> tuple[list[dict[str, Any]], bool]:
-        """The open items carrying every arming label, newest updated first (at most :data:`LIST_LIMIT`), and
-        whether the listing was whole (only a whole one may close anything).
-
-        A permanent failure (401, 403 without a rate limit, 404, 410) quarantines the repository for
-        :data:`REPROBE_EVERY_CYCLES` cycles instead of being asked every cycle; Issues disabled (410) quarantines
-        only the issue listing, and the pull requests are still listed (B R42)."""
-        if not self.labels:
-            return [], True
-        params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": PAGE}
-        held = self.quarantine.get(scope.name)
-        if held is not None and self.cycle_number - held[0] < REPROBE_EVERY_CYCLES:
-            cycle.scopesSkipped.append(scope.name)
-            if held[1] and self.monitor_pulls:
-                return self._list_pulls(scope, params)[0], False
-            raise ScopeSkipped(scope.name)
-        if not self.monitor_issues:
-            return self._list_pulls(scope, params)
-        try:
-            rows, _ = self.client.get_all(
-                scope.host, f"{scope.api}/issues", {**params, "labels": ",".join(self.labels)}, LIST_LIMIT
-            )
-        except RateLimited:
-            raise
-        except ApiError as exc:
-            if not exc.permanent:
-                raise
-            issues_only = exc.status == 410 or "issues are disabled" in str(exc).lower()
-            self.quarantine[scope.name] = (self.cycle_number, issues_only)
-            if held is None:  # a re-probe that still fails renews the quarantine silently
-                events.emit(
-                    "poll.scope_degraded",
-                    level="warning",
-                    provider=SCHEME,
-                    scope=scope.name,
-                    error=str(exc)[:300],
-                    retry_after_cycles=REPROBE_EVERY_CYCLES,
-                )
-            if not (issues_only and self.monitor_pulls):
-                raise
-            cycle.scopesFailed.append({"scope": scope.name, "error": str(exc)[:300], "permanent": True})
-            return self._list_pulls(scope, params)[0], False
-        if held is not None:
-            del self.quarantine[scope.name]
-            events.emit("poll.scope_recovered", provider=SCHEME, scope=scope.name)
-        if len(rows) >= LIST_LIMIT:  # B §4: the rest is never listed
-            self._warn_capped(scope, LIST_LIMIT, "open labelled items")
-        kept = [row for row in rows if isinstance(row, dict) and self._wanted(scope, row)]
-        return (kept if self.monitor_pulls else [row for row in kept if "pull_request" not in row]), True
-
-    def _warn_capped(self, scope: Scope, limit: int, what: str) -> None:
-        if scope.name not in self.capped:  # once per process, not every cycle
-            self.capped.add(scope.name)
-            print(
-                f"warning: {scope.name} has at least {limit} {what}; only the {limit} most recently updated are "
-                "polled (older ones: no comments read, tracked ones asked for closure)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def _list_pulls(self, scope: Scope, params: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
-        """The labelled open pull requests, judged here (``/pulls`` has no label filter), and whether the listing
-        was whole: a capped one never closes anything, since what it left out may well be open."""
-        rows, _ = self.client.get_all(scope.host, f"{scope.api}/pulls", params, PULLS_LIMIT)
-        kept = []
-        for row in rows:
-            if isinstance(row, dict) and self._wanted(scope, row):
-                kept.append({**row, "pull_request": {"html_url": row.get("html_url"), "merged_at": None}})
-        if len(rows) >= PULLS_LIMIT:
-            self._warn_capped(scope, PULLS_LIMIT, "open pull requests")
-        return kept, len(rows) < PULLS_LIMIT
-
-    def _wanted(self, scope: Scope, row: Mapping[str, Any]) -> bool:
-        """Every required label, judged on the labels returned (B R13); a dropped item is reported once per change
-        of the labels it lacks (``poll.item_filtered``), never every cycle."""
-        if not isinstance(row.get("number"), int):
-            return False
-        names = {label.get("name") for label in row.get("labels") or [] if isinstance(label, dict)}
-        missing = tuple(label for label in self.labels if label not in names)
-        ref = f"{SCHEME}:{scope.name}#{row['number']}"
-        if not missing:
-            self.filtered.pop(ref, None)
-            return True
-        if self.filtered.get(ref) != missing:
-            self.filtered[ref] = missing
-            events.emit(
-                "poll.item_filtered",
-                work_item=ref,
-                item_number=row["number"],
-                required_labels=list(self.labels),
-                missing_labels=list(missing),
-                reason="missing-required-labels",
-            )
-        return False
-
     def _refs(self, scope: Scope, item: Mapping[str, Any]) -> list[WorkItemRef]:
         """The item's refs, linked issues first and the item itself last (X3)."""
-        payload = {"repository": _repository(scope, item)}
+        payload = {"repository": webhook_repository(scope, item)}
         ref = ref_for(payload, item.get("number"), item)
         if ref is None:
             return []
@@ -530,8 +230,8 @@ class GitHubPollSource(PollSource):
             if not isinstance(data, dict) or data.get("state") != "open":
                 return
             closing.work_item_reopened(self.config, ref, actor="", source="poll")  # first sight again below
-        owner = self._ledger_owner(ref, refs[:-1]) if is_pull else ref
-        ledger = self._read_ledger(owner, ref)
+        owner = self.ledgers.owner_of(ref, refs[:-1]) if is_pull else ref
+        ledger = self.ledgers.read(owner, ref)
         attempts = dict((ledger or {}).get("commentAttempts") or {})
         spawn = dict((ledger or {}).get("spawn") or {})
         cursor = self.cursors.get(key)
@@ -557,7 +257,7 @@ class GitHubPollSource(PollSource):
         else:
             comments = [held[cid] for cid in attempts]
         comments.sort(key=lambda c: (c.created_at, c.id))
-        before = _copy(ledger)
+        before = snapshot(ledger)
         work = Ledger.load(ledger, owner, ref)
         if ledger is None:
             self._first_sight(scope, item, refs, comments, work, cycle)
@@ -569,7 +269,7 @@ class GitHubPollSource(PollSource):
             work.data["title"] = str(item.get("title") or "")[:200]
         after = work.dump()
         if after != before:
-            self._write_ledger(owner, ref, after)
+            self.ledgers.write(owner, ref, after)
         self.pending[key] = {c.id: c for c in comments if c.id in work.attempts}
 
     def _comments(self, scope: Scope, item: Mapping[str, Any], is_pull: bool, since: str) -> list[Comment]:
@@ -582,14 +282,14 @@ class GitHubPollSource(PollSource):
         limit = PAGE * COMMENT_PAGES
         found: list[Comment] = []
         rows, _ = self.client.get_all(scope.host, f"{scope.api}/issues/{number}/comments", params, limit)
-        found += [c for row in rows if (c := _comment("issue_comment", row))]
+        found += [c for row in rows if (c := parse_comment("issue_comment", row))]
         if is_pull:
             reviews, _ = self.client.get_all(
                 scope.host, f"{scope.api}/pulls/{number}/reviews", {"per_page": PAGE}, limit
             )
-            found += [c for row in reviews if (c := _review(row))]
+            found += [c for row in reviews if (c := parse_review(row))]
             inline, _ = self.client.get_all(scope.host, f"{scope.api}/pulls/{number}/comments", params, limit)
-            found += [c for row in inline if (c := _comment("pull_request_review_comment", row))]
+            found += [c for row in inline if (c := parse_comment("pull_request_review_comment", row))]
         return sorted(found, key=lambda c: (c.created_at, c.id))
 
     def _first_sight(
@@ -612,7 +312,7 @@ class GitHubPollSource(PollSource):
             if comment not in pending:
                 work.see(comment.id)
         for comment in pending:
-            self._forward(scope, item, refs, comment, work, cycle)
+            self.delivery.forward(scope, item, refs, comment, work, cycle)
         if not pending and work.is_owner:  # a pull request delivering another item is never spawned from here
             self._presence(scope, item, refs, work, cycle, armed=True)
 
@@ -634,14 +334,14 @@ class GitHubPollSource(PollSource):
                 work.seen = [cid for cid in work.seen if cid not in ids]
                 work.data["gaveUp"] = {}
                 events.emit("poll.rearmed", work_item=str(ref), comments=len(ids), version=__version__)
-        floor = _evicted_before(work.seen, comments)
+        floor = evicted_before(work.seen, comments)
         for comment in comments:
             if comment.id in work.seen:
                 continue
             if comment.created_at < floor and comment.id not in work.attempts:
                 continue  # older than everything the capped ledger keeps: seen once, evicted (issue-246)
             if comment.id in work.attempts:
-                self._retry(scope, item, refs, comment, work, cycle)
+                self.delivery.retry(scope, item, refs, comment, work, cycle)
                 continue
             if MARKER in comment.body:  # the-loop's own words, before anyone's identity is read (issue-64)
                 work.see(comment.id)
@@ -651,127 +351,11 @@ class GitHubPollSource(PollSource):
                 continue
             if work.is_owner:
                 work.data["spawn"] = {}  # a genuinely new comment re-arms the spawn budget (R22)
-            self._forward(scope, item, refs, comment, work, cycle)
+            self.delivery.forward(scope, item, refs, comment, work, cycle)
         if work.is_owner:
             self._presence(scope, item, refs, work, cycle, armed=False)
 
-    # -------------------------------------------------------------------------------------- forwarding
-
-    def _forward(
-        self,
-        scope: Scope,
-        item: dict[str, Any],
-        refs: list[WorkItemRef],
-        comment: Comment,
-        work: Ledger,
-        cycle: Cycle,
-    ) -> None:
-        event = self._event(scope, item, comment)
-        if event is None:
-            work.see(comment.id)
-            return
-        accepted = self.inbox.put(event.dedupe_key, event.inbox_entry())
-        if not accepted and self.inbox.delivery_status(event.dedupe_key) != "inflight":
-            work.see(comment.id)  # the other ingress (or a run before a crash) already had it
-            return
-        attempt = work.attempts.get(comment.id, 0) + 1
-        work.attempts[comment.id] = attempt
-        self.sent[event.dedupe_key] = (work.owner, work.ref, comment.id)
-        cycle.commentsForwarded += 1
-        events.emit(
-            "poll.comment_forwarded",
-            work_item=str(refs[-1]),
-            comment_id=comment.id,
-            actor=comment.author,
-            attempt=attempt,
-        )
-
-    def release_attempts(self) -> int:
-        """At a stop (B R9, issue-159): an attempt this process counted for an event the inbox still holds
-        undelivered is given back, so a shutdown never spends a comment's budget. The entry itself stays in the
-        inbox and is routed after the restart, which counts it again as attempt 1 (nothing is sent twice: the
-        inbox refuses a key it holds)."""
-        released = 0
-        for key, (owner, ref, comment_id) in self.sent.items():
-            if self.inbox.delivery_status(key) != "inflight":
-                continue
-            ledger = self._read_ledger(owner, ref)
-            attempts = dict((ledger or {}).get("commentAttempts") or {})
-            if ledger is None or not isinstance(attempts.get(comment_id), int):
-                continue
-            attempts[comment_id] -= 1
-            if attempts[comment_id] <= 0:
-                del attempts[comment_id]
-            self._write_ledger(owner, ref, {**ledger, "commentAttempts": attempts})
-            released += 1
-        self.sent.clear()
-        events.emit("poll.attempts_released", released=released)
-        return released
-
-    def _retry(
-        self,
-        scope: Scope,
-        item: dict[str, Any],
-        refs: list[WorkItemRef],
-        comment: Comment,
-        work: Ledger,
-        cycle: Cycle,
-    ) -> None:
-        """A comment with an attempt on record: the inbox's answer decides (B R26)."""
-        event = self._event(scope, item, comment)
-        rounds = work.attempts[comment.id]
-        status = self.inbox.delivery_status(event.dedupe_key, rounds) if event else "done"
-        if status == "inflight":
-            return
-        if status in ("done", "unknown"):
-            outcome = self.inbox.settled_outcome(event.dedupe_key) if event else ""
-            if outcome and outcome not in DELIVERED:  # refused on purpose (paused, awaiting start, …): seed 004
-                events.emit("poll.comment_settled", work_item=str(refs[-1]), comment_id=comment.id, outcome=outcome)
-            work.see(comment.id)
-            return
-        if rounds < self.max_retries:
-            self._forward(scope, item, refs, comment, work, cycle)
-            return
-        self._give_up(refs[-1], comment, work, cycle)
-
-    def _give_up(self, ref: WorkItemRef, comment: Comment, work: Ledger, cycle: Cycle) -> None:
-        """Budget spent: the ledger first, then one notice on the polled item naming the comment — never quoting
-        it (issue-240); a failed notice undoes nothing."""
-        attempts = work.attempts.get(comment.id, 0)
-        work.see(comment.id)
-        gave_up = work.data.get("gaveUp") or {}
-        ids = [cid for cid in gave_up.get("comments") or [] if cid != comment.id] + [comment.id]
-        work.data["gaveUp"] = {"comments": ids, "version": __version__}
-        cycle.failures += 1
-        events.emit(
-            "poll.comment_failed",
-            level="error",
-            work_item=str(ref),
-            comment_id=comment.id,
-            actor=comment.author,
-            attempts=attempts,
-            will_retry=False,
-        )
-        self._write_ledger(work.owner, work.ref, work.dump())  # before the notice: a crash never posts twice
-        url = str(comment.raw.get("html_url") or "")
-        text = (
-            f"the-loop could not deliver comment `{comment.id}`"
-            + (f" ({url})" if url else "")
-            + f" to the agent's session after {attempts} attempt(s) and has given up on it. "
-            "Post it again to retry."
-        )
-        try:
-            self.provider.post_comment(ref, self.provider.mark(text))
-        except Exception as exc:
-            events.emit(
-                "poll.giveup_report_failed",
-                level="warning",
-                work_item=str(ref),
-                comment_id=comment.id,
-                error=f"{type(exc).__name__}: {exc}"[:300],
-            )
-            return
-        events.emit("poll.giveup_reported", work_item=str(ref), comment_id=comment.id, attempts=attempts)
+    # ------------------------------------------------------------------------------------------- spawn
 
     def _presence(
         self, scope: Scope, item: dict[str, Any], refs: list[WorkItemRef], work: Ledger, cycle: Cycle, armed: bool
@@ -809,10 +393,10 @@ class GitHubPollSource(PollSource):
         delivery = f"poll-presence-{ref}-{uuid.uuid4()}"
         payload = {
             "action": "labeled",
-            "repository": _repository(scope, item),
+            "repository": webhook_repository(scope, item),
             "sender": item.get("user") or {},
             "label": {"name": self.labels[0] if self.labels else ""},
-            ("pull_request" if "pull_request" in item else "issue"): _subject(item),
+            ("pull_request" if "pull_request" in item else "issue"): webhook_subject(item),
         }
         event = normalize("pull_request" if "pull_request" in item else "issues", delivery, payload, transport="poll")
         if isinstance(event, Drop):
@@ -821,19 +405,6 @@ class GitHubPollSource(PollSource):
         self.inbox.put(event.dedupe_key, event.inbox_entry())
         work.data["spawn"] = {"attempts": attempts + 1, "gaveUp": False, "deliveryId": event.dedupe_key}
         cycle.spawns += 1
-
-    def _event(self, scope: Scope, item: dict[str, Any], comment: Comment) -> InboundEvent | None:
-        """The event GitHub would have pushed for ``comment`` (same normalizer, same dedupe key)."""
-        subject_key = "pull_request" if comment.event != "issue_comment" else "issue"
-        payload: dict[str, Any] = {
-            "action": "submitted" if comment.event == "pull_request_review" else "created",
-            "repository": _repository(scope, item),
-            "sender": comment.raw.get("user") or {},
-            subject_key: _subject(item),
-            ("review" if comment.event == "pull_request_review" else "comment"): comment.raw,
-        }
-        event = normalize(comment.event, f"poll-comment-{comment.id}", payload, transport="poll")
-        return None if isinstance(event, Drop) else event
 
     # ------------------------------------------------------------------------------------------ judgement
 
@@ -871,333 +442,3 @@ class GitHubPollSource(PollSource):
             if own is not None and own.live and names.intersection(record.sessions):
                 return True
         return False
-
-    # --------------------------------------------------------------------------------------------- ledger
-
-    def _ledger_owner(self, pull: WorkItemRef, linked: list[WorkItemRef]) -> WorkItemRef:
-        """Whose record keeps a pull request's ledger (B R40, seed 004): this machine's session binding, then an
-        existing ``pullRequests`` entry in portable/, then a linked issue (closing keywords, never the branch alone)
-        this machine already tracks, then the pull request itself — so one work item keeps one record (issue-368)."""
-        key = str(pull)
-        for record in self.registry.records():
-            if key in record.sessions and record.work_item != key:
-                with contextlib.suppress(RefError):
-                    return parse_ref(record.work_item)
-        for record in self._records():
-            if key in (record.get("pullRequests") or {}) and record.get("ref") != key:
-                with contextlib.suppress(RefError):
-                    return parse_ref(record["ref"])
-        for ref in linked:
-            if self.registry.load(str(ref)) is not None:
-                return ref
-        return pull
-
-    def _records(self) -> list[dict[str, Any]]:
-        """Every portable record, read once per cycle (closure and pull-request owners both scan them)."""
-        if self.records_cache is None:
-            self.records_cache = self.store.list()
-        return self.records_cache
-
-    def _read_ledger(self, owner: WorkItemRef, ref: WorkItemRef) -> dict[str, Any] | None:
-        record = self.store.read(owner) or {}
-        ledger = record.get("poll") if owner == ref else (record.get("pullRequests") or {}).get(str(ref))
-        return dict(ledger) if isinstance(ledger, dict) else None
-
-    def _write_ledger(self, owner: WorkItemRef, ref: WorkItemRef, ledger: dict[str, Any]) -> None:
-        if owner == ref:
-            self.store.update_section(ref, "poll", ledger)
-            return
-
-        def change(current: Any) -> dict[str, Any]:
-            pulls = dict(current) if isinstance(current, dict) else {}
-            pulls[str(ref)] = ledger
-            return pulls
-
-        self.store.update_section(owner, "pullRequests", change)
-
-    # ------------------------------------------------------------------------------------------ closure
-
-    def _reconcile(self, complete: list[Scope], open_refs: set[str], cycle: Cycle) -> None:
-        """Closure detection for the scopes listed completely this cycle (B §2.8): tracked items absent from
-        the listing are asked every cycle; ledger-only records lazily, at most twenty per cycle. A pull request
-        whose ledger sits in its owner's ``pullRequests`` is asked like a tracked item while a live session is bound
-        to it, else lazily like a ledger-only record; closed, its entry is dropped (seed 004)."""
-        if not complete:
-            return
-        live_records = {record.work_item: record for record in self.registry.records()}
-        tracked: set[str] = set(live_records)
-        bound = {
-            name
-            for record in live_records.values()
-            for name, endpoint in record.sessions.items()
-            if name != record.work_item and endpoint.live
-        }
-        listed = {ref.lower() for ref in open_refs}  # owner/repo compare case-insensitively, as GitHub's do
-        ledger_only: list[str] = []
-        owners: dict[str, str] = {}  # pull request → the record whose pullRequests keeps its ledger
-        for record in self._records():
-            ref = record["ref"]
-            if any(record.get(section) for section in SECTIONS_TRACKED):
-                tracked.add(ref)
-            elif record.get("poll") is not None and ref not in live_records and "ended" not in record:
-                ledger_only.append(ref)
-            for pull in record.get("pullRequests") or {}:
-                if isinstance(pull, str) and pull != ref:
-                    owners[pull] = ref
-        owners = {pull: owner for pull, owner in owners.items() if pull not in tracked and pull not in ledger_only}
-        for pull in owners:  # (one that is a work item in its own right is asked as one, above)
-            if pull in bound:
-                tracked.add(pull)
-            else:
-                ledger_only.append(pull)
-
-        def candidate(text: str) -> WorkItemRef | None:
-            try:
-                ref = parse_ref(text)
-            except RefError:
-                return None
-            if text.lower() in listed or not any(scope.owns(ref) for scope in complete) or self._closing(ref):
-                return None
-            return ref
-
-        asked: list[WorkItemRef] = []
-        for text in sorted(tracked):
-            ref = candidate(text)
-            if ref is None:
-                continue
-            record = live_records.get(text)
-            live = record is not None and record.own is not None and record.own.live
-            if not live and "ended" in (self.store.read(ref) or {}):
-                continue  # ended, nothing left running: asking again changes nothing
-            asked.append(ref)
-        clocks = self.clocks.read()
-        lazy: list[WorkItemRef] = []
-        for text in ledger_only_due(ledger_only, clocks, self.interval):  # the cap bounds the inbox look-ups too
-            if len(lazy) >= LEDGER_CHECKS_PER_CYCLE:
-                break
-            if (ref := candidate(text)) is not None:
-                lazy.append(ref)
-        checked: dict[str, dict[str, str] | None] = {}
-        try:
-            for ref in asked + lazy:
-                try:
-                    closed = self._closure(ref, cycle, owners.get(str(ref)))
-                except RateLimited:
-                    break  # nothing more to this host this cycle; the questions recur next cycle
-                if closed:
-                    checked[str(ref)] = None
-                elif ref in lazy:
-                    checked[str(ref)] = {"closureCheckedAt": _now_stamp()}
-        finally:
-            self.clocks.update(checked)
-
-    def _closing(self, ref: WorkItemRef) -> bool:
-        """A close of ``ref`` is already in the inbox, waiting for the router (issue-405): asking adds nothing."""
-        return any(self.inbox.delivery_status(close_key(ref, state)) == "inflight" for state in CLOSE_STATES)
-
-    def _closure(self, ref: WorkItemRef, cycle: Cycle, owner: str | None = None) -> bool:
-        """Ask GitHub whether ``ref`` ended; close it through the one close path when it did. When unsure, keep
-        the session. A pull request keeping its ledger in ``owner``'s record ends as the webhook's close would end
-        it (its endpoint only, through the inbox), and its ``pullRequests`` entry is dropped."""
-        host = ref.host or DEFAULT_HOST
-        try:
-            data, _, _ = self.client.get(host, f"/repos/{ref.owner}/{ref.repo}/issues/{ref.number}")
-        except RateLimited:
-            raise
-        except ApiError as exc:
-            if exc.status in (404, 410):  # §4: a second answer in a row (this run or an earlier one) means deleted
-                if self.clocks.read().get(str(ref), {}).get("missingAt"):
-                    return self._deleted(ref, cycle, owner)
-                self.clocks.update({str(ref): {"missingAt": events.timestamp()}})
-            events.emit("poll.item_error", level="warning", work_item=str(ref), error=str(exc)[:300], will_retry=True)
-            return False
-        if self.clocks.read().get(str(ref), {}).get("missingAt"):
-            self.clocks.update({str(ref): {"missingAt": ""}})  # it answers again: the count starts over
-        if not isinstance(data, dict) or data.get("state") != "closed":
-            return False
-        pull = data.get("pull_request") if isinstance(data.get("pull_request"), dict) else None
-        merged = bool(pull and pull.get("merged_at"))
-        state = "merged" if merged else "closed"
-        kind = "pull-request" if pull is not None else "issue"
-        events.emit(
-            "poll.closure_detected", work_item=str(ref), state=state, kind=kind, reason=data.get("state_reason")
-        )
-        self.cursors.pop(str(ref), None)
-        self.pending.pop(str(ref), None)
-        cycle.closures += 1
-        # The webhook's close event, under its key (decision 6): whichever ingress comes second is refused by the
-        # inbox, and the router runs the one close path once (a pull request in its owner's record: that endpoint).
-        subject = {**_subject(data), "merged": merged}
-        payload = {
-            "action": "closed",
-            "repository": _repository(Scope(host, ref.owner, ref.repo), data),
-            "sender": data.get("closed_by") or {},
-            ("pull_request" if pull is not None else "issue"): subject,
-        }
-        event = normalize(
-            "pull_request" if pull is not None else "issues", f"poll-close-{ref}-{state}", payload, transport="poll"
-        )
-        if isinstance(event, Drop):
-            return False
-        if owner is not None:
-            event = event.model_copy(update={"work_items": (owner, str(ref))})
-        self.inbox.put(event.dedupe_key, event.inbox_entry())
-        return True
-
-    def _deleted(self, ref: WorkItemRef, cycle: Cycle, owner: str | None) -> bool:
-        """An item GitHub answered 404/410 for twice in a row (deleted, transferred, access lost) ends as
-        ``deleted`` through the one close path. Nobody closed it, so nothing is cleaned up (§4)."""
-        from the_loop.sessions import closing
-
-        self.clocks.update({str(ref): {"missingAt": ""}})
-        self.cursors.pop(str(ref), None)
-        self.pending.pop(str(ref), None)
-        events.emit("poll.closure_detected", work_item=str(ref), state="deleted", kind="", reason="not-found")
-        cycle.closures += 1
-        if owner is not None:
-            closing.pull_request_ended(
-                self.config, owner, ref, reason="deleted", delivery_id=f"poll-close-{ref}-deleted"
-            )
-            return True
-        closing.work_item_ended(
-            self.config,
-            ref,
-            reason="deleted",
-            actor="",
-            authorized=False,
-            source="poll",
-            delivery_id=f"poll-close-{ref}-deleted",
-        )
-        return True
-
-
-# ------------------------------------------------------------------------------------------------ ledger
-
-
-class Ledger:
-    """One poll ledger being worked on: ``seenComments`` (newest last), ``commentAttempts``, the rest as found."""
-
-    def __init__(
-        self, data: dict[str, Any], seen: list[str], attempts: dict[str, int], owner: WorkItemRef, ref: WorkItemRef
-    ) -> None:
-        self.data, self.seen, self.attempts, self.owner, self.ref = data, seen, attempts, owner, ref
-
-    @property
-    def is_owner(self) -> bool:
-        """The item keeps its own ``poll`` section (else it is a pull request in its owner's ``pullRequests``)."""
-        return self.owner == self.ref
-
-    @classmethod
-    def load(cls, ledger: dict[str, Any] | None, owner: WorkItemRef, ref: WorkItemRef) -> Ledger:
-        data = dict(ledger or {})
-        seen = [str(cid) for cid in data.get("seenComments") or [] if isinstance(cid, str)]
-        raw = data.get("commentAttempts") or {}
-        attempts = {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
-        if owner == ref:
-            data.setdefault("spawn", {})
-        for legacy in ("lastPolledAt", "closureCheckedAt"):  # clocks live in local/poll-clocks.json (issue-382)
-            data.pop(legacy, None)
-        return cls(data, seen, attempts, owner, ref)
-
-    def see(self, comment_id: str) -> None:
-        self.attempts.pop(comment_id, None)
-        if comment_id not in self.seen:
-            self.seen.append(comment_id)
-
-    def prune(self, live: set[str]) -> None:
-        """Only after a complete read: forget what no longer exists upstream."""
-        self.seen = [cid for cid in self.seen if cid in live]
-        self.attempts = {cid: n for cid, n in self.attempts.items() if cid in live}
-        gave_up = self.data.get("gaveUp") or {}
-        if gave_up.get("comments"):
-            kept = [cid for cid in gave_up["comments"] if cid in live]
-            self.data["gaveUp"] = {**gave_up, "comments": kept} if kept else {}
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            **self.data,
-            "seenComments": self.seen[-SEEN_CAP:],
-            "commentAttempts": dict(self.attempts),
-        }
-
-
-# ------------------------------------------------------------------------------------------------ helpers
-
-
-def _copy(ledger: dict[str, Any] | None) -> dict[str, Any] | None:
-    import copy
-
-    return copy.deepcopy(ledger)
-
-
-def _evicted_before(seen: list[str], comments: list[Comment]) -> str:
-    """When ``seenComments`` is full, the creation time of the oldest comment it still holds: a comment older than
-    that was seen and evicted by the cap, never new ("" when the ledger is not full, or nothing of it was read)."""
-    if len(seen) < SEEN_CAP:
-        return ""
-    kept = set(seen[-SEEN_CAP:])
-    return min((c.created_at for c in comments if c.id in kept and c.created_at), default="")
-
-
-def _subject(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The issue / pull request object of a webhook payload, from a listed item."""
-    keys = ("number", "title", "state", "html_url", "labels", "body", "user", "head", "draft", "merged")
-    subject = {key: item[key] for key in keys if key in item}
-    if "pull_request" in item:
-        subject["pull_request"] = item["pull_request"]
-    return subject
-
-
-def _comment(event: str, row: Any) -> Comment | None:
-    if not isinstance(row, dict) or not isinstance(row.get("node_id"), str):
-        return None
-    return Comment(
-        id=row["node_id"],
-        event=event,
-        raw=row,
-        author=str((row.get("user") or {}).get("login") or ""),
-        body=str(row.get("body") or ""),
-        created_at=str(row.get("created_at") or ""),
-        updated_at=str(row.get("updated_at") or row.get("created_at") or ""),
-    )
-
-
-def _review(row: Any) -> Comment | None:
-    """A submitted review with something to say; PENDING or empty ones are not comments (B R14)."""
-    if not isinstance(row, dict) or row.get("state") == "PENDING" or not str(row.get("body") or "").strip():
-        return None
-    found = _comment("pull_request_review", row)
-    if found is not None:
-        found.created_at = found.updated_at = str(row.get("submitted_at") or "")
-    return found
-
-
-def _repository(scope: Scope, item: Mapping[str, Any]) -> dict[str, Any]:
-    """The webhook's ``repository`` object in GitHub's own spelling, read from the item's ``html_url``: refs, record
-    files and close keys then match the webhook's whatever case ``repositories:`` is written in (decision 6). The
-    configured spelling only when the URL names another place (a transfer) or none."""
-    url = item.get("html_url")
-    host = host_of(url)
-    parts = urlsplit(str(url)).path.strip("/").split("/") if host else []
-    if (
-        host == scope.host
-        and len(parts) >= 2
-        and f"{parts[0]}/{parts[1]}".lower() == f"{scope.owner}/{scope.repo}".lower()
-    ):
-        return {"full_name": f"{parts[0]}/{parts[1]}", "html_url": f"https://{host}/{parts[0]}/{parts[1]}"}
-    return scope.repository()
-
-
-def _scopes(config: LoadedConfig) -> list[Scope]:
-    """Top-level ``repositories``, de-duplicated; a bare entry is on github.com (or ``integrations.github.host``)."""
-    default = DEFAULT_HOST
-    raw = config.raw_at("integrations.github") if hasattr(config, "raw_at") else None
-    if isinstance(raw, Mapping) and isinstance(raw.get("host"), str) and raw["host"]:
-        default = raw["host"].lower()
-    found: dict[str, Scope] = {}
-    for entry in config.core.repositories:
-        parts = entry.split("/")
-        host, owner, repo = (parts[0].lower(), parts[1], parts[2]) if len(parts) == 3 else (default, *parts)
-        scope = Scope(host, owner, repo)
-        found.setdefault(scope.name, scope)
-    return list(found.values())
