@@ -417,3 +417,19 @@ def test_relative_links_resolve(page: str) -> None:
         if not (source.parent / path).exists():
             broken.append(target)
     assert not broken, f"{page}: links to missing files: {broken}"
+
+
+def test_the_toolkit_table_lists_every_name_and_each_name_resolves() -> None:
+    """docs/plugins/index.md's toolkit table is the plugin API's list: every exported name is in it, nothing else,
+    and each one still names something in core (a moved module fails here, not in a plugin)."""
+    import the_loop.toolkit as toolkit
+
+    text = (DOCS / "plugins" / "index.md").read_text(encoding="utf-8")
+    section = text.split("### The toolkit", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = {name for row in rows for name in re.findall(r"`([A-Za-z_]+)`", row.split("|")[1])}
+    assert documented == set(toolkit.EXPORTS)
+    for name in toolkit.EXPORTS:
+        assert getattr(toolkit, name) is not None, name
+    with pytest.raises(AttributeError, match="a plugin may use"):
+        toolkit.dispatcher  # noqa: B018 — not part of the toolkit

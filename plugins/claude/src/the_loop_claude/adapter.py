@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck
-from the_loop.sessions.harness import HarnessError, harness_args, valid_session_id
+from the_loop.toolkit import HarnessError, harness_args, valid_session_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -117,6 +117,6 @@ class ClaudeAdapter(HarnessAdapter):
 
 def _workspace_root(config: LoadedConfig) -> Path | None:
     """``routing.workspace.root`` anchored the way core anchors it, or None when it is not set."""
-    from the_loop.sessions import workspace
+    from the_loop.toolkit import workspace
 
     return workspace.workspace_root(config) if workspace.enabled(config) else None

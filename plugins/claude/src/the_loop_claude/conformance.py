@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from the_loop.sessions.tmux import unframed
 from the_loop.testing.conformance import HarnessKit, hermetic_path
 from the_loop.testing.fake_anthropic import FakeAnthropic
+from the_loop.toolkit import unframed
 
 # Shaped like a real key (Claude Code shows and records its last 20 characters); the fake API accepts any.
 TEST_API_KEY = "sk-ant-api03-conformance-0123456789-abcdefghijklmnopqrstuvwxyz-AAAA"

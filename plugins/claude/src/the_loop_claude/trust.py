@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from the_loop.state import Corrupt, StateError, atomic_write_bytes, dump_json, load_json, locked
+from the_loop.toolkit import Corrupt, StateError, atomic_write_bytes, dump_json, load_json, locked
 
 if TYPE_CHECKING:
     from the_loop.config.models import HarnessPluginsSection, HarnessTrustSection

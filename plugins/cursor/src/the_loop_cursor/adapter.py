@@ -9,7 +9,7 @@ fails with ``session.spawn_failed`` naming this reason.
 from __future__ import annotations
 
 from the_loop.interfaces import Capabilities, HarnessAdapter, Launch
-from the_loop.sessions.harness import HarnessError
+from the_loop.toolkit import HarnessError
 
 REASON = "cursor-agent cannot be hosted in tmux: it has no pre-assignable session id"
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from the_loop import events
-from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, ledger_only_due
 from the_loop.refs import RefError, WorkItemRef, parse_ref
+from the_loop.toolkit import LEDGER_CHECKS_PER_CYCLE, ledger_only_due
 from the_loop_github.client import ApiError, RateLimited
 from the_loop_github.cycle import Scope, now_stamp, webhook_repository, webhook_subject
 from the_loop_github.normalize import CLOSE_STATES, Drop, close_key, normalize
@@ -18,10 +18,7 @@ from the_loop_github.refs import DEFAULT_HOST
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
-    from the_loop.ingress.inbox import Inbox
-    from the_loop.ingress.poller import PollClocks
-    from the_loop.state.registry import SessionRegistry
-    from the_loop.state.store import WorkItemStore
+    from the_loop.toolkit import Inbox, PollClocks, SessionRegistry, WorkItemStore
     from the_loop_github.client import Client
     from the_loop_github.cycle import Cycle
     from the_loop_github.ledger import Ledgers
@@ -187,7 +184,7 @@ class ClosureDetector:
     def _deleted(self, ref: WorkItemRef, cycle: Cycle, owner: str | None) -> bool:
         """An item GitHub answered 404/410 for twice in a row (deleted, transferred, access lost) ends as
         ``deleted`` through the one close path. Nobody closed it, so nothing is cleaned up (§4)."""
-        from the_loop.sessions import closing
+        from the_loop.toolkit import closing
 
         self.clocks.update({str(ref): {"missingAt": ""}})
         self.forget(ref)

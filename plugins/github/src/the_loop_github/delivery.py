@@ -12,9 +12,9 @@ from the_loop_github.cycle import webhook_repository, webhook_subject
 from the_loop_github.normalize import Drop, normalize
 
 if TYPE_CHECKING:
-    from the_loop.ingress.inbox import Inbox
     from the_loop.models import InboundEvent
     from the_loop.refs import WorkItemRef
+    from the_loop.toolkit import Inbox
     from the_loop_github.cycle import Comment, Cycle, Scope
     from the_loop_github.ledger import Ledger, Ledgers
     from the_loop_github.ticketing import GitHubTicketProvider

@@ -14,8 +14,7 @@ from the_loop.refs import RefError, parse_ref
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
-    from the_loop.state.registry import SessionRegistry
-    from the_loop.state.store import WorkItemStore
+    from the_loop.toolkit import SessionRegistry, WorkItemStore
     from the_loop_github.cycle import Comment
 
 __all__ = ["SEEN_CAP", "Ledger", "Ledgers", "evicted_before", "snapshot"]

@@ -26,13 +26,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from the_loop import __version__, events
-from the_loop.ingress.inbox import Inbox
-from the_loop.ingress.poller import PollClocks
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.refs import WorkItemRef
-from the_loop.routing import control
-from the_loop.state.registry import SessionRegistry
-from the_loop.state.store import WorkItemStore
+from the_loop.toolkit import Inbox, PollClocks, SessionRegistry, WorkItemStore, control
 from the_loop_github.client import COMMENT_PAGES, PAGE, ApiError, Client, RateLimited
 from the_loop_github.closure import ClosureDetector
 from the_loop_github.cycle import (
@@ -223,7 +219,7 @@ class GitHubPollSource(PollSource):
         is_pull = "pull_request" in item
         record = self.store.read(ref) or {}
         if "ended" in record:
-            from the_loop.sessions import closing
+            from the_loop.toolkit import closing
 
             # the listing may predate a close the webhook just ended it by: GitHub's answer now decides
             data, _, _ = self.client.get(scope.host, f"{scope.api}/issues/{item['number']}")
@@ -416,7 +412,7 @@ class GitHubPollSource(PollSource):
 
     def _authorized(self, login: str, refs: list[WorkItemRef], collaborators: bool = True) -> bool:
         """A named ``routing.authorizedUsers`` login, or (for comments) a collaborator granted on the item."""
-        from the_loop.routing.router import principals
+        from the_loop.toolkit import principals
 
         if not login:
             return False  # an empty or deleted author is nobody (B R20)

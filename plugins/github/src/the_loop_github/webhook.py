@@ -18,10 +18,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.ingress.inbox import Inbox
-from the_loop.ingress.signing import signed_by
 from the_loop.interfaces import PEER_HEADER, WebhookIngress, WebhookResponse
-from the_loop.state import StateError
+from the_loop.toolkit import Inbox, StateError, signed_by
 from the_loop_github.normalize import Drop, normalize
 
 if TYPE_CHECKING:

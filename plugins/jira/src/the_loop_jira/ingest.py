@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
-from the_loop.ingress.inbox import Inbox
-from the_loop.routing import control
-from the_loop.sessions import closing
+from the_loop.toolkit import Inbox, closing, control
 from the_loop_jira.normalize import comment_event, origin
 from the_loop_jira.ticketing import MIRROR_LABEL, arming_labels
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.ingress.inbox import Inbox
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.refs import RefError, parse_ref
-from the_loop.routing import claims as control_claims
-from the_loop.state.store import WorkItemStore
+from the_loop.toolkit import Inbox, WorkItemStore
+from the_loop.toolkit import claims as control_claims
 from the_loop_jira.client import POLL_TIMEOUT_SECONDS, JiraClient, JiraError, jira_label
 from the_loop_jira.ingest import ingest_comment, is_command, note_reopened
 from the_loop_jira.normalize import closure_event, comment_key, origin
@@ -172,7 +171,7 @@ class JiraPollSource(PollSource):
 
     def _closures(self, listed: set[str], searched: set[str], context: ServiceContext) -> int:
         """J16: a live session's ticket that left the listing and is done in Jira closes, with no sender."""
-        from the_loop.state.registry import SessionRegistry
+        from the_loop.toolkit import SessionRegistry
 
         site = settings_of(self.config).site
         closures = 0

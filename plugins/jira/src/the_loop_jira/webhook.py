@@ -16,12 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.ingress.inbox import Inbox
-from the_loop.ingress.signing import signed_by
 from the_loop.interfaces import PEER_HEADER, WebhookIngress, WebhookResponse
-from the_loop.routing import control
-from the_loop.state import StateError
-from the_loop.state.store import WorkItemStore
+from the_loop.toolkit import Inbox, StateError, WorkItemStore, control, signed_by
 from the_loop_jira.client import CredentialsMissing, JiraError
 from the_loop_jira.ingest import ingest_comment, note_reopened
 from the_loop_jira.normalize import closure_event, presence_event

@@ -212,7 +212,7 @@ class SlackChannel(Channel):
     # --------------------------------------------------------------------------------------------- posting
 
     def open_conversation(self, ref: WorkItemRef, title: str) -> Mapping[str, Any]:
-        from the_loop.state.store import provider_url
+        from the_loop.toolkit import provider_url
 
         home = self.home()
         client = self.client()
@@ -283,7 +283,7 @@ class SlackChannel(Channel):
         return self._bot_id
 
     def read_replies(self, binding: Mapping[str, Any], after: str) -> list[InboundMessage]:
-        from the_loop.channels import newer
+        from the_loop.toolkit import channels
 
         channel, root = str(binding["channel"]), str(binding["thread"])
         client = self.client()
@@ -300,7 +300,7 @@ class SlackChannel(Channel):
             )
             for raw in page.get("messages") or []:
                 ts = str(raw.get("ts") or "")
-                if ts and ts != root and newer(ts, after):
+                if ts and ts != root and channels.newer(ts, after):
                     found.append(inbound(channel, raw, root))
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
             if not cursor:

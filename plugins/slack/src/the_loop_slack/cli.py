@@ -27,9 +27,9 @@ def _channel(ctx: click.Context) -> Any:
 def status(ctx: click.Context, probe: bool, output_format: str) -> None:
     """Show the Slack channel's resolved settings, token presence, bound threads and undelivered backlog.
     Exit 1 when --probe finds a problem."""
-    from the_loop import channels
-    from the_loop.channels import outbox as channel_outbox
     from the_loop.interfaces import ChannelError
+    from the_loop.toolkit import channels
+    from the_loop.toolkit import outbox as channel_outbox
 
     channel = _channel(ctx)
     config = channel.config
@@ -92,7 +92,7 @@ def status(ctx: click.Context, probe: bool, output_format: str) -> None:
 def poll(ctx: click.Context, output_format: str) -> None:
     """Run one read cycle over every bound Slack thread now. Exit 1 when skipped (Slack off, or read.mode is not
     poll)."""
-    from the_loop import channels
+    from the_loop.toolkit import channels
 
     channel = _channel(ctx)
     if not channel.enabled(channel.config) or channel.read_mode() != "poll":
@@ -110,7 +110,7 @@ def poll(ctx: click.Context, output_format: str) -> None:
 def listen(ctx: click.Context) -> None:
     """Run the Socket Mode listener in the foreground (what `the-loop start` runs as slack-listener when
     channels.slack.read.mode is socket). Exit 1 when another listener holds slack-listener.pid."""
-    from the_loop import daemon
+    from the_loop.toolkit import run_in_foreground
 
     channel = _channel(ctx)
     if not channel.enabled(channel.config) or channel.settings.read.mode != "socket":
@@ -118,7 +118,7 @@ def listen(ctx: click.Context) -> None:
             "error: the listener needs channels.slack.enabled: true and channels.slack.read.mode: socket", err=True
         )
         sys.exit(2)
-    sys.exit(daemon.run(app(ctx), "slack-listener"))
+    sys.exit(run_in_foreground(app(ctx), "slack-listener"))
 
 
 @click.command("threads")
@@ -127,7 +127,7 @@ def listen(ctx: click.Context) -> None:
 @click.pass_context
 def threads(ctx: click.Context, ref: Any, output_format: str) -> None:
     """List the work items' Slack threads (channel, thread, origin, permalink). Exit 1 when there are none."""
-    from the_loop import channels
+    from the_loop.toolkit import channels
 
     config = app(ctx).config()
     found = [

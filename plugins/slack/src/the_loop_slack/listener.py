@@ -114,7 +114,7 @@ def run_socket_mode(
 
 def run_service(context: ServiceContext) -> None:
     """``the-loop daemon run slack-listener`` (and ``channels listen``): the listener until told to stop."""
-    from the_loop import channels
+    from the_loop.toolkit import channels
     from the_loop_slack.channel import SlackChannel
 
     channels.listen(context.config, SlackChannel(context.config), context.should_stop)

@@ -1,0 +1,81 @@
+"""What a provider plugin may use of core beyond the root API: the one door into core's machinery.
+
+A plugin imports the root modules (``hookspecs``, ``interfaces``, ``models``, ``refs``, ``events``, ``plugins``),
+``the_loop.config``, ``the_loop.command`` for its commands, and this module — never ``the_loop.<layer>.<module>``
+directly (the ``plugins use only the public API`` contract in ``pyproject.toml`` holds the first-party ones to
+it). The names below are the supported surface: they keep their meaning while the modules behind them move.
+
+Each name is imported when it is first used, so importing the toolkit costs nothing and a plugin pays only for
+what it touches (a webhook route never loads the tmux runner). ``docs/plugins/index.md`` lists them; a test keeps
+that list, this table and the names' targets in step.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name → "module" (the module itself) or "module:attribute"
+EXPORTS: dict[str, str] = {
+    # Putting events in: the durable inbox, webhook signatures, the poll loop's clocks and ledger budget.
+    "Inbox": "the_loop.ingress.inbox:Inbox",
+    "signed_by": "the_loop.ingress.signing:signed_by",
+    "PollClocks": "the_loop.ingress.poller:PollClocks",
+    "LEDGER_CHECKS_PER_CYCLE": "the_loop.ingress.poller:LEDGER_CHECKS_PER_CYCLE",
+    "ledger_only_due": "the_loop.ingress.poller:ledger_only_due",
+    # Who may steer a work item: control keywords and arming, their claims, the principals a config names.
+    "control": "the_loop.routing.control",
+    "claims": "the_loop.routing.claims",
+    "principals": "the_loop.routing.router:principals",
+    # A work item ending and reopening upstream; its checkout; harness adapters' helpers.
+    "closing": "the_loop.sessions.closing",
+    "workspace": "the_loop.sessions.workspace",
+    "HarnessError": "the_loop.sessions.harness:HarnessError",
+    "harness_args": "the_loop.sessions.harness:harness_args",
+    "valid_session_id": "the_loop.sessions.harness:valid_session_id",
+    "unframed": "the_loop.sessions.tmux:unframed",
+    # Records and the file primitives they are written with.
+    "WorkItemStore": "the_loop.state.store:WorkItemStore",
+    "provider_url": "the_loop.state.store:provider_url",
+    "SessionRegistry": "the_loop.state.registry:SessionRegistry",
+    "StateError": "the_loop.state:StateError",
+    "Corrupt": "the_loop.state:Corrupt",
+    "atomic_write_bytes": "the_loop.state:atomic_write_bytes",
+    "dump_json": "the_loop.state:dump_json",
+    "load_json": "the_loop.state:load_json",
+    "locked": "the_loop.state:locked",
+    # A channel's side: bindings, reading replies, the undelivered queue; running a service in the foreground.
+    "channels": "the_loop.channels",
+    "outbox": "the_loop.channels.outbox",
+    "run_in_foreground": "the_loop.daemon:run",
+}
+
+__all__ = sorted(EXPORTS)
+
+if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on first use (below)
+    from the_loop import channels  # noqa: F401
+    from the_loop.channels import outbox  # noqa: F401
+    from the_loop.daemon import run as run_in_foreground  # noqa: F401
+    from the_loop.ingress.inbox import Inbox  # noqa: F401
+    from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due  # noqa: F401
+    from the_loop.ingress.signing import signed_by  # noqa: F401
+    from the_loop.routing import claims, control  # noqa: F401
+    from the_loop.routing.router import principals  # noqa: F401
+    from the_loop.sessions import closing, workspace  # noqa: F401
+    from the_loop.sessions.harness import HarnessError, harness_args, valid_session_id  # noqa: F401
+    from the_loop.sessions.tmux import unframed  # noqa: F401
+    from the_loop.state import Corrupt, StateError, atomic_write_bytes, dump_json, load_json, locked  # noqa: F401
+    from the_loop.state.registry import SessionRegistry  # noqa: F401
+    from the_loop.state.store import WorkItemStore, provider_url  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    target = EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"the_loop.toolkit has no {name!r}; a plugin may use: {', '.join(__all__)}")
+    module, _, attribute = target.partition(":")
+    value = importlib.import_module(module)
+    if attribute:
+        value = getattr(value, attribute)
+    globals()[name] = value  # the next use is a plain lookup
+    return value
