@@ -33,6 +33,7 @@ __all__ = [
     "Launch",
     "Listener",
     "PollSource",
+    "ReadingChannel",
     "ReadyCheck",
     "ServiceContext",
     "ServiceSpec",
@@ -292,8 +293,8 @@ class Channel(abc.ABC):
     The channel owns only its transport, rendering and the platform's identities. Core owns the rest: the binding
     (``channels.<name>`` of the portable record, decided under a lock so one work item never gets two roots), read
     cursors, the undelivered queue, authorization (``routing.authorizedUsers[].<name>``), the ticket mirror and
-    delivery. Methods other than :meth:`open_conversation` and :meth:`publish` are optional: a channel that cannot
-    read leaves them as they are. Credentials are read from the environment at call time, never stored.
+    delivery. This interface publishes; a channel whose replies steer the session implements
+    :class:`ReadingChannel` as well. Credentials are read from the environment at call time, never stored.
     """
 
     name: ClassVar[str]
@@ -329,7 +330,10 @@ class Channel(abc.ABC):
         """One line saying whether the channel is usable (never a secret)."""
         return "ok"
 
-    # ----------------------------------------------------------------------------------- reading (optional)
+
+class ReadingChannel(Channel):
+    """A channel people answer in: core reads the replies in each bound conversation, authorizes their writers
+    and delivers them into the session (a :class:`Channel` that only publishes is never asked any of this)."""
 
     def read_mode(self) -> Literal["poll", "socket", "off"]:
         """How replies are read: ``poll`` (core's reader thread), ``socket`` (a listener service) or ``off``."""

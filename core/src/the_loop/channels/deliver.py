@@ -9,7 +9,7 @@ from the_loop.channels.conversations import CONTENT_KINDS, REPLY_KIND, channel_n
 from the_loop.channels.publish import publish
 from the_loop.channels.read import _acknowledge
 from the_loop.channels.ticket import ENVELOPE, _ticket, mirror_text
-from the_loop.interfaces import ChannelError, InboundMessage
+from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import WorkItemRef
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     state = "completed" if outcome.ok else "error"
     if outcome.status == "dropped" and outcome.reason in ("no-session", "session-paused"):
         _drop_undeliverable(name, str(target), channel_id, ts, outcome.reason)
-    if channel is not None:
+    if isinstance(channel, ReadingChannel):  # a reply came through a channel that reads: it shows the writer
         _acknowledge(config, channel, message, state)
     if outcome.status == "failed":  # at most once: a failed delivery is logged, never replayed
         return Outcome("failed", reason=outcome.reason, error=outcome.error, will_retry=False)

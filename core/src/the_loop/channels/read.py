@@ -21,7 +21,7 @@ from the_loop.channels.conversations import (
     state_path,
 )
 from the_loop.channels.ticket import _HTML_COMMENT, _ticket, envelope
-from the_loop.interfaces import Channel, ChannelError, InboundMessage
+from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import parse_ref
 from the_loop.routing import control
 from the_loop.state import StateError, atomic_write_json, locked
@@ -99,7 +99,7 @@ def without_bot(text: str, bot: str) -> str:
     return re.sub(rf"<@{re.escape(bot)}(?:\|[^>]*)?>", "", text).strip() if bot else text
 
 
-def _drop(channel: Channel, message: InboundMessage, reason: str, ref: str = "", level: str = "info") -> str:
+def _drop(channel: ReadingChannel, message: InboundMessage, reason: str, ref: str = "", level: str = "info") -> str:
     events.emit(
         "channel.dropped",
         level=level,
@@ -119,7 +119,7 @@ def dedupe_key(name: str, message: InboundMessage) -> str:
 
 
 def _inbound(
-    channel: Channel, message: InboundMessage, ref: str, transport: str, permalink: str, bot: str
+    channel: ReadingChannel, message: InboundMessage, ref: str, transport: str, permalink: str, bot: str
 ) -> InboundEvent:
     from the_loop.models import Actor, InboundEvent
 
@@ -152,7 +152,7 @@ def find_ref(config: LoadedConfig, name: str, channel_id: str, thread: str) -> t
 
 def accept(
     config: LoadedConfig,
-    channel: Channel,
+    channel: ReadingChannel,
     message: InboundMessage,
     transport: str,
     *,
@@ -232,14 +232,14 @@ def accept(
     return "accepted"
 
 
-def _tell(channel: Channel, message: InboundMessage, text: str) -> None:
+def _tell(channel: ReadingChannel, message: InboundMessage, text: str) -> None:
     try:
         channel.tell(message, text)
     except Exception as exc:
         events.emit("channel.tell_failed", level="warning", channel=channel.name, error=f"{type(exc).__name__}")
 
 
-def _acknowledge(config: LoadedConfig, channel: Channel, message: InboundMessage, state: str) -> None:
+def _acknowledge(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, state: str) -> None:
     try:
         channel.acknowledge(message, state)  # type: ignore[arg-type]
     except Exception as exc:
@@ -253,7 +253,7 @@ def _acknowledge(config: LoadedConfig, channel: Channel, message: InboundMessage
         )
 
 
-def read_cycle(config: LoadedConfig, channel: Channel) -> dict[str, int]:
+def read_cycle(config: LoadedConfig, channel: ReadingChannel) -> dict[str, int]:
     """One poll over every bound conversation of a work item that has not ended (each read costs a call against
     the platform's rate limit; a reopen resumes it, from its cursor): read what is newer than its cursor (all
     pages) and accept it. A conversation whose read fails is skipped this cycle, its cursor untouched; a refusal
@@ -287,7 +287,7 @@ def read_cycle(config: LoadedConfig, channel: Channel) -> dict[str, int]:
     return counts
 
 
-def listen(config: LoadedConfig, channel: Channel, should_stop: Callable[[], bool]) -> None:
+def listen(config: LoadedConfig, channel: ReadingChannel, should_stop: Callable[[], bool]) -> None:
     """Run ``channel``'s listener, every pushed message through :func:`accept`. Beside it, a catch-up read (what
     was written while nobody listened) runs each time the listener connects (a reconnect too) and again every
     ``catch_up_interval()`` seconds, so a delivery Slack gave up on is still read. The caller holds the channel's
@@ -326,7 +326,7 @@ def listen(config: LoadedConfig, channel: Channel, should_stop: Callable[[], boo
     channel.listen(sink, should_stop, connected.set)
 
 
-def _relay_command(config: LoadedConfig, channel: Channel, message: InboundMessage, ref: str, text: str) -> None:
+def _relay_command(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, ref: str, text: str) -> None:
     """A granted control keyword goes onto the ticket unmarked, words first (issue-498), so the ticket ingress acts
     on it; nothing is delivered into the session from here."""
     item = parse_ref(ref)

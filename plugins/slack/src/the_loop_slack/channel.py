@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from the_loop.interfaces import Channel, ChannelError, ChannelMessage, InboundMessage
+from the_loop.interfaces import ChannelError, ChannelMessage, InboundMessage, ReadingChannel
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -85,7 +85,7 @@ def fit(text: str, limit: int, mode: str = "digest") -> str:
     return cut.rstrip() + note
 
 
-class SlackChannel(Channel):
+class SlackChannel(ReadingChannel):
     name = "slack"
 
     def __init__(self, config: LoadedConfig) -> None:
