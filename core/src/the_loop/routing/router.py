@@ -635,7 +635,8 @@ def route_pending(config: LoadedConfig) -> int:
     routing is off or another worker holds the inbox."""
     if not config.core.routing.enabled:
         return 0
-    from the_loop.ingress.inbox import Inbox, InboxWorker, WorkerBusy
+    from the_loop.ingress.inbox import Inbox
+    from the_loop.ingress.inbox_worker import InboxWorker, WorkerBusy
 
     try:
         workers = config.core.routing.max_concurrent_dispatches
@@ -651,7 +652,8 @@ def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threa
     config = latest()
     if not config.core.routing.enabled:
         return None
-    from the_loop.ingress.inbox import Inbox, InboxWorker
+    from the_loop.ingress.inbox import Inbox
+    from the_loop.ingress.inbox_worker import InboxWorker
 
     workers = config.core.routing.max_concurrent_dispatches
     worker = InboxWorker(Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers)
