@@ -1107,7 +1107,8 @@ def loop(
     from the_loop.config import load_config
     from the_loop.ingress.inbox import Inbox
     from the_loop.ingress.inbox_worker import InboxWorker
-    from the_loop.routing.router import Router, inbox_handler
+    from the_loop.routing.router import Router
+    from the_loop.routing.service import inbox_handler
     from the_loop.testing import fake_plugin
     from the_loop_github.poll import GitHubPollSource
 
