@@ -21,9 +21,11 @@ from typing import Any
 
 from the_loop import events
 from the_loop.config import load_config
-from the_loop.ingress.inbox import Inbox, InboxWorker
+from the_loop.ingress.inbox import Inbox
+from the_loop.ingress.inbox_worker import InboxWorker
 from the_loop.plugins import get_host
-from the_loop.routing.router import Router, inbox_handler
+from the_loop.routing.router import Router
+from the_loop.routing.service import inbox_handler
 from the_loop.sessions.dispatcher import Dispatcher
 
 KILL_POINT, _, KILL_KEY = os.environ.get("THE_LOOP_TEST_KILL_AT", "").partition(":")

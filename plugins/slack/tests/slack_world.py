@@ -90,7 +90,7 @@ class Loop:
         return channels.read_cycle(self.config, self.channel())
 
     def route(self) -> int:
-        from the_loop.routing.router import route_pending
+        from the_loop.routing.service import route_pending
 
         return route_pending(self.config)
 

@@ -118,7 +118,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     events.emit("daemon.started", service=name, once=once or None)
     print(f"{name}: started (pid {os.getpid()}; config {config.ref.path})", file=sys.stderr, flush=True)
     if spec.ingress:
-        from the_loop.routing.router import routing_warnings
+        from the_loop.routing.service import routing_warnings
 
         for warning in routing_warnings(config):
             print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -126,7 +126,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
     try:
         from the_loop.daemon.config_watch import ConfigWatcher
         from the_loop.daemon.webterminal import serving
-        from the_loop.routing.router import route_pending, start_routing
+        from the_loop.routing.service import route_pending, start_routing
 
         latest = ConfigWatcher(config).current  # edits to the file apply without a restart (issue-222)
         with serving(config, spec.ingress):  # routing.webTerminal: a ttyd child for as long as an ingress runs

@@ -3,7 +3,7 @@
 A webhook route, a poll source or a channel listener calls :meth:`Inbox.put` with the provider object's dedupe key
 (decision 6) and a JSON object, and acknowledges the provider only after ``put`` returned: the entry is then in
 ``local/inbox/`` as its own file, fsync'd, renamed into place and the directory fsync'd. Routing and dispatch happen
-later, off the request path, in one :class:`InboxWorker` per state root.
+later, off the request path, in one :class:`~the_loop.ingress.inbox_worker.InboxWorker` per state root.
 
 Layout (all under ``local/inbox/``, never tracked):
 
@@ -23,8 +23,6 @@ entry found pending with a completed key finishes its settle and is never handed
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -32,23 +30,22 @@ import re
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
+from the_loop.ingress.completed import CompletedKeys
 from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked, move_aside, read_regular
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
-__all__ = ["Inbox", "InboxEntry", "InboxWorker", "WorkerBusy", "key_digest"]
+__all__ = ["Inbox", "InboxEntry", "key_digest"]
 
 COMPLETED_FILE = "completed.jsonl"
 _ENTRY_NAME = re.compile(r"^\d{20}-\d{7}-([0-9a-f]{32})\.json$")
-SETTLED_STATUSES = frozenset({"delivered", "spawned", "respawned", "dropped"})
 
 
 _ARRIVED: dict[str, threading.Event] = {}
@@ -119,7 +116,7 @@ class _Put:
 
 class Inbox:
     """The inbox of one state root. ``put`` is thread-safe and safe across processes; ``pending``, ``settle`` and
-    ``release`` belong to the one worker (see :class:`InboxWorker`)."""
+    ``release`` belong to the one worker (see :class:`~the_loop.ingress.inbox_worker.InboxWorker`)."""
 
     def __init__(
         self,
@@ -153,16 +150,7 @@ class Inbox:
             self._arrived = _ARRIVED.setdefault(str(self.dir), threading.Event())
         self._dirs_ready = False
         # The completed-key view: the newest lines of completed.jsonl, re-read only when the file changed.
-        self._completed_lock = threading.Lock()
-        self._completed_file: tuple[int, int] | None = None  # (device, inode) of the file read so far
-        self._completed_offset = 0
-        self._completed_lines = 0
-        self._completed_tail: deque[tuple[str, bytes]] = deque(maxlen=completed_limit)
-        self._completed_set: frozenset[str] = frozenset()
-        # Tombstones read so far (never reset: compaction drops them, so none is counted twice), and the count at
-        # which each digest was last forgotten — so a settle can tell "forgotten after it was handled".
-        self._forget_serial = 0
-        self._forgotten_at: dict[str, int] = {}
+        self._completed = CompletedKeys(self.completed_path, completed_limit)
 
     @classmethod
     def for_config(cls, config: LoadedConfig) -> Inbox:
@@ -179,7 +167,7 @@ class Inbox:
         if not isinstance(entry, dict):
             raise TypeError("an inbox entry is a JSON object (dict)")
         digest = key_digest(key)
-        if digest in self._completed():  # the cheap answer for a late duplicate; the commit checks again
+        if digest in self._completed.digests():  # the cheap answer for a late duplicate; the commit checks again
             return False
         name = self._next_name(digest)
         data = _dumps({"key": key, "acceptedAt": events.timestamp(self.clock()), "attempts": 0, "entry": entry})
@@ -260,7 +248,7 @@ class Inbox:
         # The check and the renames hold the inbox lock, so two processes cannot both accept one key.
         with locked(self._lock_path):
             pending = {m[1] for name in os.listdir(self.dir) if (m := _ENTRY_NAME.match(name))}
-            completed = self._completed()
+            completed = self._completed.digests()
             for item in batch:
                 if item.digest in pending or item.digest in completed:
                     os.unlink(item.tmp)
@@ -296,7 +284,7 @@ class Inbox:
                 return "inflight"
         except FileNotFoundError:
             return "unknown"
-        if digest in self._completed():
+        if digest in self._completed.digests():
             return "done"
         try:
             abandoned = sum(1 for name in os.listdir(self.abandoned_dir) if name.endswith(suffix))
@@ -306,64 +294,10 @@ class Inbox:
 
     # ------------------------------------------------------------------------------------------ completed
 
-    def _completed(self) -> frozenset[str]:
-        """Digests of the newest ``completed_limit`` settled keys."""
-        with self._completed_lock:
-            try:  # one stat answers "nothing new" (the common case) without opening the file
-                stat = os.stat(self.completed_path)
-            except FileNotFoundError:
-                self._reset_completed(None)
-                return self._completed_set
-            if (stat.st_dev, stat.st_ino) == self._completed_file and stat.st_size == self._completed_offset:
-                return self._completed_set
-            try:
-                handle = open(self.completed_path, "rb")  # noqa: SIM115 - closed below
-            except FileNotFoundError:
-                self._reset_completed(None)
-                return self._completed_set
-            with handle:
-                stat = os.fstat(handle.fileno())
-                identity = (stat.st_dev, stat.st_ino)
-                if identity != self._completed_file or stat.st_size < self._completed_offset:
-                    self._reset_completed(identity)  # compacted (a new file) or first read
-                if stat.st_size <= self._completed_offset:
-                    return self._completed_set
-                handle.seek(self._completed_offset)
-                chunk = handle.read()
-            whole = chunk[: chunk.rfind(b"\n") + 1]  # a line still being appended waits for the next read
-            self._completed_offset += len(whole)
-            for line in whole.splitlines(keepends=True):
-                self._completed_lines += 1
-                with contextlib.suppress(ValueError, UnicodeDecodeError, KeyError, TypeError):
-                    record = json.loads(line)
-                    digest = str(record["digest"])
-                    if record.get("forgotten"):  # see forget(): the key may be taken again
-                        self._forget_serial += 1
-                        self._forgotten_at[digest] = self._forget_serial
-                        kept = [item for item in self._completed_tail if item[0] != digest]
-                        self._completed_tail.clear()
-                        self._completed_tail.extend(kept)
-                    else:
-                        self._completed_tail.append((digest, line))
-            self._completed_set = frozenset(digest for digest, _ in self._completed_tail)
-            return self._completed_set
-
-    def _reset_completed(self, identity: tuple[int, int] | None) -> None:
-        self._completed_file = identity
-        self._completed_offset = self._completed_lines = 0
-        self._completed_tail.clear()
-        self._completed_set = frozenset()
-
     def settled_outcome(self, key: str) -> str:
         """What the handler did with the entry settled under ``key`` (``delivered``, ``spawned``, or the reason it
         was dropped on purpose: ``session-paused``, ``awaiting-start`` …); "" when not among the remembered keys."""
-        digest = key_digest(key)
-        self._completed()
-        for known, line in reversed(self._completed_tail):
-            if known == digest:
-                with contextlib.suppress(ValueError, UnicodeDecodeError):
-                    return str(json.loads(line).get("outcome") or "")
-        return ""
+        return self._completed.outcome_of(key_digest(key))
 
     def forget(self, *keys: str) -> None:
         """Let ``keys`` be taken again: a settled key normally refuses its object for good, but some objects
@@ -379,8 +313,7 @@ class Inbox:
 
     def forget_mark(self) -> int:
         """How many tombstones this inbox has read: taken when an entry was handled, a later settle compares it."""
-        self._completed()
-        return self._forget_serial
+        return self._completed.forget_mark()
 
     def _append_completed(self, lines: bytes) -> None:
         """Append ``lines`` to completed.jsonl with one fsync (the caller holds the inbox lock), then read them."""
@@ -393,7 +326,7 @@ class Inbox:
             os.close(fd)
         if created:
             _sync_dir(self.dir)
-        self._completed()
+        self._completed.digests()
 
     def _remember(self, entries: tuple[InboxEntry, ...]) -> None:
         """Append the entries' keys to completed.jsonl with one fsync; compact it to the newest keys when long."""
@@ -407,10 +340,10 @@ class Inbox:
             for entry in entries
         )
         self._append_completed(lines)
-        if self._completed_lines >= 2 * self.completed_limit:
-            atomic_write_bytes(self.completed_path, b"".join(raw for _, raw in self._completed_tail))
+        if self._completed.lines >= 2 * self.completed_limit:
+            atomic_write_bytes(self.completed_path, self._completed.newest())
 
-    # ---------------------------------------------------------------------------------------------- worker
+    # ----------------------------------------------------------------------------------------- the worker's
 
     def pending(self, now: float | None = None) -> list[InboxEntry]:
         """The entries due at ``now``, in arrival order. An entry still backing off is skipped, and so is every
@@ -420,7 +353,7 @@ class Inbox:
             names = sorted(name for name in os.listdir(self.dir) if _ENTRY_NAME.match(name))
         except FileNotFoundError:
             return []
-        completed = self._completed()
+        completed = self._completed.digests()
         due: list[InboxEntry] = []
         held: set[str] = set()
         for name in names:
@@ -446,8 +379,8 @@ class Inbox:
         if not entries:
             return
         with locked(self._lock_path):
-            self._completed()  # tombstones written while these were handled
-            kept = tuple(e for e in entries if self._forgotten_at.get(e.digest, -1) <= e.forget_mark)
+            self._completed.digests()  # tombstones written while these were handled
+            kept = tuple(e for e in entries if self._completed.forgotten_at(e.digest) <= e.forget_mark)
             if kept:
                 self._remember(kept)
             for entry in entries:
@@ -533,164 +466,3 @@ def _invalid(record: Any, name: str) -> str:
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0:
         return "has an invalid attempts count"
     return ""
-
-
-class WorkerBusy(Exception):
-    """Another inbox worker holds ``local/locks/inbox-worker.lock``."""
-
-
-class InboxWorker:
-    """Hands due entries to ``handle`` in arrival order and settles or releases each by the outcome it returns
-    (an :class:`~the_loop.sessions.dispatcher.Outcome` or anything with ``status``, ``will_retry`` and ``error``).
-
-    One worker per state root: the worker holds an ``flock`` on ``local/locks/inbox-worker.lock`` while it works.
-    :meth:`run` waits on standby while another worker holds it (checking ``should_stop``) and takes over when that
-    one exits or dies; :meth:`run_once` raises :class:`WorkerBusy` instead of waiting.
-    """
-
-    def __init__(
-        self,
-        inbox: Inbox,
-        handle: Callable[[InboxEntry], Any],
-        clock: Callable[[], float] = time.time,
-        workers: int = 1,
-    ) -> None:
-        self.inbox = inbox
-        self.handle = handle
-        self.clock = clock
-        self.workers = max(1, workers)  # routing.maxConcurrentDispatches: work items handled at once
-        self._lock_fd: int | None = None
-
-    def run(self, should_stop: Callable[[], bool], interval: float = 0.1) -> bool:
-        """Work until ``should_stop()``; False when it stopped before it ever held the lock."""
-        while (fd := self._try_lock()) is None:
-            if should_stop():
-                return False
-            time.sleep(interval)  # standby: another worker has this state root
-        self._lock_fd = fd
-        try:
-            self.inbox.sweep_temporaries()
-            while not should_stop():
-                if self.run_once(should_stop) == 0:
-                    self.inbox.wait(interval)
-        finally:
-            self._lock_fd = None
-            os.close(fd)
-        return True
-
-    def run_once(self, should_stop: Callable[[], bool] | None = None) -> int:
-        """Handle every entry due now; the number handled.
-
-        Entries that share a work item form one lane, handled in arrival order, and a lane stops at an entry left
-        pending for a retry (its later events wait behind it). Up to ``workers`` lanes run at once, so a slow spawn
-        of one work item does not hold up the others.
-        """
-        with self._holding():
-            lanes = _lanes(self.inbox.pending(self.clock()))
-
-            def drain(lane: list[InboxEntry]) -> int:
-                handled, done = 0, []
-                try:
-                    for entry in lane:
-                        if should_stop is not None and should_stop():
-                            break
-                        handled += 1
-                        verdict, outcome = self._handle(entry)
-                        if verdict == "settle":
-                            done.append(replace(entry, outcome=outcome, forget_mark=self.inbox.forget_mark()))
-                        elif verdict == "hold":
-                            break  # this event of the work item is backing off: its later ones wait behind it
-                finally:
-                    # One settle for the lane: a crash before it means these are handled once more (at least once).
-                    self.inbox.settle(*done)
-                return handled
-
-            if self.workers == 1 or len(lanes) <= 1:
-                return sum(drain(lane) for lane in lanes)
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(lanes))) as pool:
-                return sum(pool.map(drain, lanes))
-
-    def _handle(self, entry: InboxEntry) -> tuple[Literal["settle", "gone", "hold"], str]:
-        """Handle one entry: ``settle`` it, it is ``gone`` (abandoned after its last attempt), or ``hold`` (pending
-        for a retry, so its work items wait behind it); with what was done (a settled outcome's reason or status)."""
-        try:
-            outcome = self.handle(entry)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            events.emit(
-                "dispatch.error",
-                level="error",
-                work_item=entry.work_items[0] if entry.work_items else None,
-                delivery_id=entry.delivery_id,
-                error=error,
-                will_retry=entry.attempts + 1 < self.inbox.max_attempts,
-            )
-            return self._released(entry, error), ""
-        status = getattr(outcome, "status", None)
-        if status == "failed" and getattr(outcome, "will_retry", False):
-            error = str(getattr(outcome, "error", "") or "failed")
-            return self._released(entry, error), ""
-        if status in SETTLED_STATUSES or status == "failed":  # a final failure: the handler already logged it
-            return "settle", str(getattr(outcome, "reason", "") or status)
-        return self._released(entry, f"the handler returned {outcome!r}, not an outcome"), ""
-
-    def _released(self, entry: InboxEntry, error: str) -> Literal["gone", "hold"]:
-        return "gone" if self.inbox.release(entry, error, now=self.clock()) is None else "hold"
-
-    def _try_lock(self) -> int | None:
-        path = self.inbox.layout.lock_for("inbox-worker")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StateError(f"cannot create lock {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
-                return None
-            raise
-        return fd
-
-    @contextlib.contextmanager
-    def _holding(self) -> Iterator[None]:
-        if self._lock_fd is not None:
-            yield
-            return
-        fd = self._try_lock()
-        if fd is None:
-            raise WorkerBusy(str(self.inbox.layout.lock_for("inbox-worker")))
-        self._lock_fd = fd
-        try:
-            yield
-        finally:
-            self._lock_fd = None
-            os.close(fd)
-
-
-def _lanes(entries: list[InboxEntry]) -> list[list[InboxEntry]]:
-    """Group entries, keeping their order, so that entries naming a common work item share one lane; an entry that
-    names none has a lane of its own."""
-    lanes: list[list[InboxEntry]] = []
-    lane_of: dict[str, int] = {}
-    for entry in entries:
-        joined = sorted({lane_of[item] for item in entry.work_items if item in lane_of})
-        if not joined:
-            index = len(lanes)
-            lanes.append([entry])
-        else:
-            index = joined[0]
-            for other in joined[1:]:  # the entry links two lanes: merge them, in arrival order
-                lanes[index].extend(lanes[other])
-                lanes[other] = []
-                for item, at in list(lane_of.items()):
-                    if at == other:
-                        lane_of[item] = index
-            lanes[index].append(entry)
-            lanes[index].sort(key=lambda e: e.name)
-        for item in entry.work_items:
-            lane_of[item] = index
-    return [lane for lane in lanes if lane]

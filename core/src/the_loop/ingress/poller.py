@@ -38,7 +38,7 @@ LEDGER_CHECKS_PER_CYCLE = 20  # … and at most this many such questions per sou
 # lastPolledAt / closureCheckedAt (seed 004), and missingAt: when this machine's closure question was first answered
 # 404/410 in a row (a second such answer ends the item as deleted; "" once it answers again).
 CLOCK_KEYS = ("lastPolledAt", "closureCheckedAt", "missingAt")
-ROUTER_THREAD = "the-loop-router"  # the inbox worker an ingress daemon runs beside its service (router.start_routing)
+ROUTER_THREAD = "the-loop-router"  # the inbox worker an ingress daemon runs beside its service (routing.service)
 ROUTER_STOP_SECONDS = 30.0
 
 

@@ -7,7 +7,8 @@ delivery — into the live session, or a spawn when the item is armed and starte
 ``routing.dropped`` or ``dispatch.dropped`` line with a machine-readable ``reason``.
 
 The router runs off the request path: ingresses write to the durable inbox, and the inbox worker hands each entry to
-:meth:`Router.handle` in arrival order.
+:meth:`Router.handle` in arrival order (:mod:`the_loop.routing.service`). Running a control command is
+:mod:`the_loop.routing.commands`.
 """
 
 from __future__ import annotations
@@ -21,17 +22,14 @@ from typing import TYPE_CHECKING, Any
 from the_loop import events
 from the_loop.models import InboundEvent, WorkEvent
 from the_loop.refs import RefError, WorkItemRef, parse_ref
-from the_loop.routing import control
+from the_loop.routing import commands, control
 from the_loop.routing.control import Principal, principals  # noqa: F401  (re-exported: sources import them from here)
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.sessions.prompts import load_template, render_event_prompt, render_excerpt
 from the_loop.state.registry import SessionRegistry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from the_loop.config import LoadedConfig
-    from the_loop.ingress.inbox import InboxEntry
     from the_loop.interfaces import TicketProvider
 
 CONTENT_KINDS = ("comment", "review", "review-comment")
@@ -41,12 +39,6 @@ EXISTENCE_CACHE_SIZE = 256
 # spawn-policy, a duplicate …) keeps only its `started` mark.
 COMPLETED = frozenset({"control-executed", "work-item-ended", "pull-request-ended"})
 REFUSED = frozenset({"rejected", "input-refused", "hook-refused", "session-occupied"})
-# R3: refusals with something the person can do about them get one marked reply on the work item, saying what.
-REMEDIES = {
-    "nothing-to-resume": "there is nothing to resume: this work item's session is not paused. To begin work, comment "
-    "the start command instead.",
-    "input-refused": "a lifecycle hook of this installation refused it. Ask the operator, or try again later.",
-}
 
 
 class Router:
@@ -333,6 +325,12 @@ class Router:
 
     # -------------------------------------------------------------------------------------------- commands
 
+    def _command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
+        def spawn() -> Outcome:  # `start` on an item with no session: the same spawn a delivery would make
+            return self.dispatcher.dispatch(self._work_event(event, target, spawn=True))
+
+        return commands.execute(self.config, self.registry, event, target, command, collaborator, spawn=spawn)
+
     def _claimed_command(
         self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool, entry: str = ""
     ) -> Outcome:
@@ -353,93 +351,6 @@ class Router:
         if outcome.status == "failed" and outcome.will_retry:
             control_claims.release(self.config.state, event.dedupe_key)
         return outcome
-
-    def _command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
-        from the_loop.hooks import lifecycle
-
-        actor = event.actor.id if event.actor else ""
-        if collaborator:
-            return self._rejected(event, target, command, "unauthorized-actor")
-        asked = lifecycle.run(
-            lifecycle.InputReceived(
-                work_item=lifecycle.work_item_facts(target, self.config),
-                kind="command",
-                actor=actor,
-                source="comment",
-                command=command,
-                event=event.event,
-                text=event.body or "",
-            ),
-            self.config,
-        )
-        if asked.proceed is False:  # L9: a refused command is not executed
-            return self._rejected(event, target, command, "input-refused", detail=asked.reason)
-        record = self.registry.load(str(target))
-        own = record.own if record else None
-        live = own is not None and own.live
-        if command == "start":
-            if not live:
-                refusal = control.arming_refusal(self.config, target, event.labels)
-                if refusal is not None:
-                    return self._rejected(event, target, command, "spawn-policy")
-            control.record(self.config, target, "start", source="comment", actor=actor, note=event.url)
-            if live:
-                effect = "resumed" if control.set_session_status(self.config, target, "active") else "noop"
-                return self._executed(event, target, command, effect)
-            outcome = self.dispatcher.dispatch(self._work_event(event, target, spawn=True))
-            if not outcome.ok:
-                return outcome
-            return self._executed(event, target, command, "started")
-        if command == "pause":
-            control.record(self.config, target, "pause", source="comment", actor=actor, note=event.url)
-            effect = "paused" if control.set_session_status(self.config, target, "paused") else "noop"
-            return self._executed(event, target, command, effect)
-        if command == "resume":
-            if own is None or own.status != "paused":
-                return self._rejected(event, target, command, "nothing-to-resume")
-            control.record(self.config, target, "resume", source="comment", actor=actor, note=event.url)
-            control.set_session_status(self.config, target, "active")
-            return self._executed(event, target, command, "resumed")
-        if command == "stop":
-            control.record(self.config, target, "stop", source="comment", actor=actor, note=event.url)
-            from the_loop.sessions import closing
-
-            closed = live and closing.close_session(self.config, target, remove_checkout=True).closed
-            effect = "stopped" if closed else "noop"
-            return self._executed(event, target, command, effect)
-        from the_loop.sessions import closing  # cleanup records the `cleanup` control command itself
-
-        report = closing.cleanup(self.config, target, actor=actor, source="comment")
-        return self._executed(event, target, command, _cleanup_effect(report))
-
-    def _executed(self, event: InboundEvent, target: WorkItemRef, command: str, effect: str) -> Outcome:
-        events.emit(
-            "control.command",
-            work_item=str(target),
-            command=command,
-            source="comment",  # as the recorded `control` section says (the CLI's commands say "cli")
-            actor=event.actor.id if event.actor else None,
-            effect=effect,
-            delivery_id=event.delivery_id,
-        )
-        return Outcome("dropped", reason="control-executed")
-
-    def _rejected(
-        self, event: InboundEvent, target: WorkItemRef, command: str, reason: str, *, detail: str = ""
-    ) -> Outcome:
-        events.emit(
-            "control.rejected",
-            work_items=[str(target)],
-            command=command,
-            actor=event.actor.id if event.actor else None,
-            reason=reason,
-            delivery_id=event.delivery_id,
-        )
-        if reason in REMEDIES:
-            control.explain_refusal(
-                self.config, target, reason, f"the-loop did not run `{command}`: {REMEDIES[reason]}", detail
-            )
-        return Outcome("dropped", reason="rejected", error=reason)
 
     # ------------------------------------------------------------------------------------------- delivery
 
@@ -577,83 +488,3 @@ def _without_default_host(repository: str) -> str:
     if len(parts) == 3 and parts[0] in DEFAULT_HOSTS.values():
         parts = parts[1:]
     return "/".join(parts)
-
-
-def _cleanup_effect(report: Any) -> str:
-    if getattr(report, "errors", None):
-        return "partial"
-    return "cleaned" if getattr(report, "found", True) else "nothing-to-clean"
-
-
-def routing_warnings(config: LoadedConfig) -> list[str]:
-    """What an ingress service says at start when routing would act on everything or on nothing."""
-    if not config.core.routing.enabled:
-        return []
-    found = []
-    if not config.core.repositories:  # F4: an empty bound bounds nothing
-        found.append("repositories is empty: events from every repository are routed")
-    if not config.core.routing.authorized_users:  # G4, B R5: it runs, and fails closed on every actor
-        found.append("routing.authorizedUsers is empty: nothing will be acted on until it names someone")
-    return found
-
-
-class LiveRouter:
-    """The router for the config in force: rebuilt when the daemon's config watcher reloads the file, so an edit
-    (a user dropped from ``routing.authorizedUsers``, a repository added) applies to the next event (A25)."""
-
-    def __init__(self, latest: Callable[[], LoadedConfig]) -> None:
-        self.latest = latest
-        self._lock = threading.Lock()
-        self._config: LoadedConfig | None = None
-        self._router: Router | None = None
-
-    def __call__(self) -> Router:
-        config = self.latest()
-        with self._lock:
-            if self._router is None or config is not self._config:
-                self._config, self._router = config, Router(config)
-            return self._router
-
-
-def inbox_handler(router: Router | Callable[[], Router]) -> Any:
-    """Adapt :meth:`Router.handle` to inbox entries (see :meth:`InboundEvent.inbox_entry`); ``router`` may be a
-    :class:`LiveRouter`, asked for the current router per entry."""
-
-    def handle(entry: InboxEntry) -> Outcome:
-        if entry.data.get("type") != "inbound":
-            events.emit("routing.dropped", level="error", reason="unknown-entry", delivery_id=entry.delivery_id)
-            return Outcome("dropped", reason="unknown-entry")
-        current = router if isinstance(router, Router) else router()
-        return current.handle(InboundEvent.model_validate(entry.data["event"]), entry=entry.name)
-
-    return handle
-
-
-def route_pending(config: LoadedConfig) -> int:
-    """Work the inbox once, now (``daemon run … --once``: the cron form routes what its cycle accepted). 0 when
-    routing is off or another worker holds the inbox."""
-    if not config.core.routing.enabled:
-        return 0
-    from the_loop.ingress.inbox import Inbox, InboxWorker, WorkerBusy
-
-    try:
-        workers = config.core.routing.max_concurrent_dispatches
-        return InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)), workers=workers).run_once()
-    except WorkerBusy:
-        return 0
-
-
-def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threading.Thread | None:
-    """Run the inbox worker with the router in a background thread of an ingress service (only one worker per
-    state root works at a time: the others wait on standby). Nothing when ``routing.enabled`` is false. ``latest``
-    is the daemon's config watcher: each entry is routed under the config in force when it is handled."""
-    config = latest()
-    if not config.core.routing.enabled:
-        return None
-    from the_loop.ingress.inbox import Inbox, InboxWorker
-
-    workers = config.core.routing.max_concurrent_dispatches
-    worker = InboxWorker(Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers)
-    thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-router", daemon=True)
-    thread.start()
-    return thread

@@ -5,71 +5,38 @@ the live session, respawn a crashed one (resuming its conversation), spawn a fir
 machine-readable reason. Every decision writes one ``events.jsonl`` line.
 
 Outcomes are *settled* (done, or deliberately not done: never replayed) or *failed* (the delivery id is released so
-a redelivery or the next poll retries it). :class:`DispatchQueue` runs dispatches with one FIFO per work item and at
-most ``routing.maxConcurrentDispatches`` at once.
+a redelivery or the next poll retries it); they and their event-log lines are :mod:`the_loop.sessions.outcomes`.
+Starting a harness and waiting until it is ready is :mod:`the_loop.sessions.launch`. :class:`DispatchQueue` runs
+dispatches with one FIFO per work item and at most ``routing.maxConcurrentDispatches`` at once.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from the_loop import events
 from the_loop.hooks import lifecycle
-from the_loop.interfaces import HarnessAdapter, Launch, ReadyCheck
+from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
-from the_loop.sessions.harness import (
-    HarnessError,
-    adapter_for,
-    harness_args,
-    launch_argv,
-    spawn_workdir,
-    valid_session_id,
-)
+from the_loop.sessions.harness import HarnessError, adapter_for, harness_args, spawn_workdir
+from the_loop.sessions.launch import Launcher
+from the_loop.sessions.outcomes import Outcome, drop, fail, name_taken, not_started, session_fields
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
-from the_loop.sessions.tmux import DeliveryError, SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner, redact
+from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner
 from the_loop.state import locked
-from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry, canonical, now_iso
+from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
 from the_loop.state.slugs import SlugCollision, tmux_name_of, work_item_lock
 from the_loop.state.store import provider_url
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
-
-Status = Literal["delivered", "spawned", "respawned", "dropped", "failed"]
-READY_POLL_SECONDS = 0.05
-PANE_TAIL_LINES = 12
-
-
-@dataclass(frozen=True)
-class NotStarted:
-    """A harness that did not start, or never became ready for input: why, and the pane's last lines."""
-
-    reason: str
-    last_lines: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a dispatch did. ``failed`` releases the delivery id for a retry when ``will_retry``."""
-
-    status: Status
-    reason: str = ""
-    error: str = ""
-    will_retry: bool = False
-    tmux_target: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("delivered", "spawned", "respawned")
 
 
 def runner_for(config: LoadedConfig) -> TmuxRunner:
@@ -99,6 +66,10 @@ class Dispatcher:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
 
+    def _launcher(self) -> Launcher:
+        # Made per use, never kept: ``runner`` may be replaced on a live dispatcher, and the launch must use it.
+        return Launcher(self.config, self.runner, self.registry)
+
     # ---------------------------------------------------------------------------------------------- dedupe
 
     def _claim(self, delivery_id: str) -> bool:
@@ -120,7 +91,7 @@ class Dispatcher:
     def dispatch(self, event: WorkEvent) -> Outcome:
         """Decide and act on one event, holding the work item's lock across processes."""
         if not self._claim(event.delivery_id):
-            return self._drop(event, "duplicate-delivery")
+            return drop(event, "duplicate-delivery")
         try:
             with locked(work_item_lock(self.config.state, event.work_item, "dispatch")):
                 outcome = self._dispatch_locked(event)
@@ -143,13 +114,13 @@ class Dispatcher:
         record = self._load_or_recover(event.work_item)
         endpoint = record.sessions.get(endpoint_ref) if record else None
         if endpoint is not None and event.delivery_id in endpoint.recent_deliveries:
-            return self._drop(event, "already-processed")
+            return drop(event, "already-processed")
         if endpoint is None or endpoint.status == "closed":
             if not event.spawn:
-                return self._drop(event, "no-session")
+                return drop(event, "no-session")
             return self._spawn(event, endpoint_ref)
         if endpoint.status == "paused":
-            return self._drop(event, "session-paused")
+            return drop(event, "session-paused")
         text = event.text
         if event.kind in lifecycle.INPUT_KINDS and text.strip():  # a person's words, not a machine event
             asked = lifecycle.run(lifecycle.input_received(self.config, event, endpoint_ref), self.config)
@@ -194,9 +165,9 @@ class Dispatcher:
         except DeliveryError as exc:
             if exc.reason == "session_missing":
                 return self._respawn(event, endpoint_ref, endpoint, text)
-            return self._fail(event, str(exc), will_retry=True, tmux_target=endpoint.tmux_target)
+            return fail(event, str(exc), will_retry=True, tmux_target=endpoint.tmux_target)
         except TargetError as exc:
-            return self._fail(event, str(exc), will_retry=False)
+            return fail(event, str(exc), will_retry=False)
         self._record_delivery(event, endpoint_ref)
         events.emit(
             "dispatch.succeeded",
@@ -230,16 +201,17 @@ class Dispatcher:
         try:
             target = endpoint.tmux_target or tmux_name_of(self.config.state, endpoint_ref)
         except SlugCollision as exc:
-            return self._fail(event, str(exc), will_retry=False)
-        held = self._held_by_another(event, target)
+            return fail(event, str(exc), will_retry=False)
+        launcher = self._launcher()
+        held = launcher.held_by_another(event.work_item, target)
         if held:
-            return self._name_taken(event, target, held.remedy)
+            return name_taken(event, target, held.remedy)
         if self.runner.probe(target) == "live":  # also for a record without a target: never replace a live pane
             return self._averted(event, endpoint_ref, endpoint, target, text)
         try:  # a record that names no harness (written before harnesses were named) gets the default one
             adapter = adapter_for(endpoint.harness or self.routing.default_harness, self.config)
         except HarnessError as exc:
-            return self._fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
+            return fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
         cwd = endpoint.cwd or str(spawn_workdir(self.config))
         if not os.path.isdir(cwd) and endpoint_ref == event.work_item:
             # The recorded checkout was removed under a live record: make it again (same path, so a resume can
@@ -249,7 +221,7 @@ class Dispatcher:
             try:
                 cwd = str(workspace.spawn_cwd(self.config, parse_ref(event.work_item)).path)
             except workspace.WorkspaceError as exc:
-                return self._fail(event, f"respawn: workspace: {exc}", will_retry=exc.transient, tmux_target=target)
+                return fail(event, f"respawn: workspace: {exc}", will_retry=exc.transient, tmux_target=target)
         spawn = lifecycle.run(
             lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, cwd, text, respawn=True),
             self.config,
@@ -262,10 +234,10 @@ class Dispatcher:
         session_id = endpoint.harness_session_id
         resumed = False
         recorded = Launch(text, session_id, Path(cwd), harness_args(self.config, adapter.name))
-        why_not = self._why_not_resume(adapter, recorded)
+        why_not = launcher.why_not_resume(adapter, recorded)
         last_lines: list[str] = []
         if not why_not:
-            result = self._launch(event, adapter, target, cwd, session_id, text, resume=True)
+            result = launcher.launch(event.work_item, adapter, target, cwd, session_id, text, resume=True)
             if isinstance(result, SpawnResult):
                 return self._occupied(event, adapter, target, text, result)
             resumed = result is None
@@ -284,11 +256,11 @@ class Dispatcher:
             # A fresh conversation at once, with this event as its boot prompt; the fresh spawn clears a dead
             # resume pane and verifies it (never a live one).
             session_id = str(uuid.uuid4())
-            result = self._launch(event, adapter, target, cwd, session_id, text, resume=False)
+            result = launcher.launch(event.work_item, adapter, target, cwd, session_id, text, resume=False)
             if isinstance(result, SpawnResult):
                 return self._occupied(event, adapter, target, text, result)
             if result is not None:
-                return self._not_started(event, adapter, target, f"respawn: {result.reason}", result.last_lines)
+                return not_started(event, adapter.name, target, f"respawn: {result.reason}", result.last_lines)
 
         def change(record: SessionRecord) -> None:
             current = record.sessions.get(endpoint_ref) or endpoint
@@ -302,7 +274,7 @@ class Dispatcher:
             record.sessions[endpoint_ref] = current
 
         self.registry.update(event.work_item, change)
-        events.emit("session.respawned", resumed=resumed, **_session_fields(event, adapter.name, session_id, target))
+        events.emit("session.respawned", resumed=resumed, **session_fields(event, adapter.name, session_id, target))
         lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)  # nothing to announce
         return Outcome("respawned", tmux_target=target)
 
@@ -311,7 +283,7 @@ class Dispatcher:
         try:
             self.runner.deliver(target, text)
         except (DeliveryError, TargetError) as exc:
-            return self._fail(event, str(exc), will_retry=True, tmux_target=target)
+            return fail(event, str(exc), will_retry=True, tmux_target=target)
         self._record_delivery(event, endpoint_ref, target)
         events.emit(
             "session.respawn_averted",
@@ -322,162 +294,13 @@ class Dispatcher:
         )
         return Outcome("delivered", tmux_target=target)
 
-    def _why_not_resume(self, adapter: HarnessAdapter, launch: Launch) -> str:
-        """Why the recorded conversation is not resumed ("" when it will be): resuming is off, the harness cannot,
-        the id is not one it takes, or the adapter finds no such conversation in the checkout."""
-        if not self.routing.tmux.resume_on_respawn:
-            return "resume disabled (routing.tmux.resumeOnRespawn: false)"
-        if not adapter.capabilities.can_resume:
-            return f"{adapter.name} cannot resume"
-        if not valid_session_id(launch.session_id) or not adapter.accepts_session_id(launch.session_id):
-            return "no valid recorded session id"
-        try:
-            exists = adapter.conversation_exists(launch)
-        except Exception as exc:  # an adapter bug must not lose the event: start fresh instead
-            return f"{adapter.name} could not tell whether the conversation exists: {type(exc).__name__}: {exc}"
-        return "" if exists else f"{adapter.name} has no conversation {launch.session_id} in {launch.cwd}"
-
-    def _launch(
-        self,
-        event: WorkEvent,
-        adapter: HarnessAdapter,
-        target: str,
-        cwd: str | Path,
-        session_id: str,
-        prompt: str,
-        *,
-        resume: bool,
-    ) -> NotStarted | SpawnResult | None:
-        """Prepare and start the harness in ``target``, then wait until it is ready for input. None when it is;
-        :class:`NotStarted` when it did not start or never became ready; the :class:`SpawnResult` when the name
-        is held by another occupant (nothing was started)."""
-        held = self._held_by_another(event, target)
-        if held:
-            return held
-        args = harness_args(self.config, adapter.name)
-        launch = Launch(prompt=prompt, session_id=session_id, cwd=Path(cwd), args=args)
-        self._prepare(event, adapter, Path(cwd))
-        try:
-            argv = launch_argv(adapter, launch, resume=resume)
-            check = adapter.ready_check(launch)  # before the start: it may note what is already on disk
-            result = self._spawn_in(target, cwd, argv, event, adapter)
-        except (HarnessError, SpawnError, TargetError) as exc:
-            return NotStarted(str(exc))
-        if not result.spawned:
-            return result
-        return self._await_ready(target, check)
-
-    def _held_by_another(self, event: WorkEvent, target: str) -> SpawnResult | None:
-        """The name ``target`` when another work item's record points a session at it: never cleared, reused or
-        delivered into for this one (tmux spells ``a.b`` and ``a_b`` alike, and old records may share a name)."""
-        others = [item for item in self.registry.holders(target) if item != canonical(event.work_item)]
-        if not others:
-            return None
-        remedy = (
-            f"tmux session {target} belongs to {others[0]} (its session record points there), so it was not "
-            f"touched for {event.work_item}; free the name with: the-loop sessions reset --work-item {others[0]}"
-        )
-        return SpawnResult(target, spawned=False, occupant=None, remedy=remedy)
-
-    def _await_ready(self, target: str, check: ReadyCheck) -> NotStarted | None:
-        """Poll the pane until the adapter's check says ready (None), the pane dies, or
-        ``routing.tmux.readyTimeoutSeconds`` pass; a pane that never became ready is killed so a retry can start
-        again (it is our own spawn: nobody has been talking to it)."""
-        timeout = self.routing.tmux.ready_timeout_seconds
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.runner.probe(target)
-            if state in ("dead", "absent"):
-                return NotStarted("the harness exited before it was ready for input", self._last_lines(target))
-            if state == "live":
-                try:
-                    if check(lambda: self.runner.capture(target)):
-                        return None
-                except TmuxError:
-                    pass  # the pane went away between the probe and the capture: the next probe says so
-            if time.monotonic() >= deadline:
-                lines = self._last_lines(target)
-                self.runner.kill(target)
-                return NotStarted(f"the harness was not ready for input within {timeout:g}s", lines)
-            time.sleep(READY_POLL_SECONDS)
-
-    def _last_lines(self, target: str) -> list[str]:
-        """The pane's last non-empty lines, secrets masked, for the event log ([] when there is no pane)."""
-        try:  # with the scrollback: a dead pane's visible screen may hold only tmux's "Pane is dead" line
-            screen = self.runner.capture(target, history=True)
-        except (TmuxError, TargetError):
-            return []
-        lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
-        return [redact(line) for line in lines[-PANE_TAIL_LINES:]]
-
     def _occupied(
         self, event: WorkEvent, adapter: HarnessAdapter, target: str, text: str, result: SpawnResult
     ) -> Outcome:
         """A respawn found the name held: deliver into a live occupant, or drop the event naming the remedy."""
         if result.occupant == "live":
             return self._averted(event, event.endpoint or event.work_item, Endpoint(adapter.name), target, text)
-        return self._name_taken(event, target, result.remedy)
-
-    def _name_taken(self, event: WorkEvent, target: str, remedy: str) -> Outcome:
-        """The event is dropped, its delivery id kept: a retry would meet the same occupant (seed 000)."""
-        events.emit(
-            "dispatch.dropped",
-            level="error",
-            work_item=event.work_item,
-            delivery_id=event.delivery_id,
-            reason="session-occupied",
-            tmux_target=target,
-            error=remedy,
-        )
-        return Outcome("dropped", reason="session-occupied", error=remedy, tmux_target=target)
-
-    def _not_started(
-        self, event: WorkEvent, adapter: HarnessAdapter, target: str, error: str, last_lines: list[str]
-    ) -> Outcome:
-        """The harness did not start or never became ready: ``session.spawn_failed`` with the pane's last lines,
-        and the event released for a retry."""
-        return self._fail(
-            event, error, will_retry=True, tmux_target=target, spawn_failed=adapter.name, last_lines=last_lines
-        )
-
-    def _prepare(self, event: WorkEvent, adapter: HarnessAdapter, cwd: object) -> None:
-        """The adapter's pre-spawn preparation; best-effort, the spawn proceeds either way."""
-        try:
-            applied = adapter.prepare(Path(str(cwd)))
-        except Exception as exc:
-            events.emit(
-                "workspace.trust_failed",
-                level="warning",
-                work_item=event.work_item,
-                harness=adapter.name,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            return
-        if applied:
-            events.emit("workspace.trusted", work_item=event.work_item, harness=adapter.name, applied=applied)
-
-    def _spawn_in(
-        self, target: str, cwd: object, argv: list[str], event: WorkEvent, adapter: HarnessAdapter
-    ) -> SpawnResult:
-        """``runner.spawn`` with the session's environment and ``routing.tmux.remainOnExit``."""
-        from the_loop.config import session_withheld_env
-
-        return self.runner.spawn(
-            target,
-            str(cwd),
-            argv,
-            env=self._session_env(event.work_item, adapter),
-            strip_env=session_withheld_env(self.config),  # whatever runner this is: the config's secrets stay out
-            remain_on_exit=self.routing.tmux.remain_on_exit,
-        )
-
-    def _session_env(self, work_item: str, adapter: HarnessAdapter) -> dict[str, str]:
-        env = {
-            **adapter.session_env(),
-            "THE_LOOP_WORK_ITEM": work_item,
-            "THE_LOOP_CLI_CONFIG": str(self.config.ref.path),
-        }
-        return {key: value for key, value in env.items() if value}
+        return name_taken(event, target, result.remedy)
 
     # ---------------------------------------------------------------------------------------------- spawn
 
@@ -486,7 +309,7 @@ class Dispatcher:
         ref = parse_ref(event.work_item)
         disarmed = self._disarmed_by(event)
         if disarmed:
-            return self._drop(event, "awaiting-start", detail=f"the last control command is {disarmed}")
+            return drop(event, "awaiting-start", detail=f"the last control command is {disarmed}")
         harness_name = self.routing.default_harness
         started = lifecycle.ask_work_item_start(self.config, ref, actor=event.actor, harness=harness_name)
         if started is not None and started.proceed is False:  # None: this arming was asked already
@@ -495,14 +318,14 @@ class Dispatcher:
         try:  # a start is accepted only with a usable default harness: then the channels open (R6)
             adapter = adapter_for(harness_name, self.config)
         except HarnessError as exc:
-            return self._fail(event, str(exc), will_retry=False, spawn_failed=harness_name)
+            return fail(event, str(exc), will_retry=False, spawn_failed=harness_name)
         self._open_channels(event)
         from the_loop.sessions import workspace
 
         try:  # the work item's checkout when routing.workspace.root is set, else routing.spawnWorkdir
             cwd = workspace.spawn_cwd(self.config, ref).path
         except workspace.WorkspaceError as exc:
-            return self._fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=adapter.name)
+            return fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=adapter.name)
         url = provider_url(ref, self.config) or ""
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
         prompt = render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
@@ -510,7 +333,7 @@ class Dispatcher:
         try:
             target = tmux_name_of(self.config.state, ref)
         except SlugCollision as exc:
-            return self._fail(event, str(exc), will_retry=False, spawn_failed=adapter.name)
+            return fail(event, str(exc), will_retry=False, spawn_failed=adapter.name)
         spawn = lifecycle.run(
             lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, str(cwd), prompt), self.config
         )
@@ -520,11 +343,11 @@ class Dispatcher:
             )
         prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
         args = harness_args(self.config, adapter.name)
-        result = self._launch(event, adapter, target, cwd, session_id, prompt, resume=False)
+        result = self._launcher().launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False)
         if isinstance(result, SpawnResult):
-            return self._fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=adapter.name)
+            return fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=adapter.name)
         if result is not None:
-            return self._not_started(event, adapter, target, result.reason, result.last_lines)
+            return not_started(event, adapter.name, target, result.reason, result.last_lines)
 
         def change(record: SessionRecord) -> None:
             record.sessions[endpoint_ref] = Endpoint(
@@ -543,7 +366,7 @@ class Dispatcher:
         events.emit(
             "session.spawned",
             harness_args=list(args) or None,
-            **_session_fields(event, adapter.name, session_id, target),
+            **session_fields(event, adapter.name, session_id, target),
         )
         spawned = lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)
         if spawned.announce and self.routing.announce.enabled:
@@ -593,19 +416,7 @@ class Dispatcher:
             return
         events.emit("session.announced", work_item=work_item, tmux_target=target)
 
-    # -------------------------------------------------------------------------------------------- outcomes
-
-    def _drop(self, event: WorkEvent, reason: str, detail: str = "") -> Outcome:
-        level = "debug" if reason in ("duplicate-delivery", "already-processed") else "info"
-        events.emit(
-            "dispatch.dropped",
-            level=level,
-            work_item=event.work_item,
-            delivery_id=event.delivery_id,
-            reason=reason,
-            detail=detail or None,
-        )
-        return Outcome("dropped", reason=reason, error=detail)
+    # -------------------------------------------------------------------------------------------- refusals
 
     def _hook_refused(
         self, event: WorkEvent, reason: str, what: str, detail: str, *, target: str = "", harness: str = ""
@@ -623,52 +434,7 @@ class Dispatcher:
                 tmux_target=target,
             )
         lifecycle.explain_refusal(self.config, parse_ref(event.work_item), what, detail)
-        return self._drop(event, reason, detail=detail)
-
-    def _fail(
-        self,
-        event: WorkEvent,
-        error: str,
-        *,
-        will_retry: bool,
-        tmux_target: str = "",
-        spawn_failed: str | None = None,
-        last_lines: list[str] | None = None,
-    ) -> Outcome:
-        """``spawn_failed`` names the harness when the failure is a spawn's (``session.spawn_failed`` too, with
-        the pane's ``last_lines`` when there was a pane)."""
-        if spawn_failed is not None:
-            events.emit(
-                "session.spawn_failed",
-                level="error",
-                work_item=event.work_item,
-                harness=spawn_failed,
-                error=error,
-                will_retry=will_retry,
-                tmux_target=tmux_target or None,
-                last_lines=last_lines or None,
-            )
-        events.emit(
-            "dispatch.failed",
-            level="error",
-            work_item=event.work_item,
-            delivery_id=event.delivery_id,
-            error=error,
-            will_retry=will_retry,
-        )
-        return Outcome("failed", error=error, will_retry=will_retry, tmux_target=tmux_target)
-
-
-def _session_fields(event: WorkEvent, harness: str, session_id: str, target: str) -> dict[str, object]:
-    """What ``session.spawned`` and ``session.respawned`` both say."""
-    return {
-        "work_item": event.work_item,
-        "harness": harness,
-        "harness_session_id": session_id,
-        "tmux_target": target,
-        "delivery_id": event.delivery_id,
-        "runner": "tmux",
-    }
+        return drop(event, reason, detail=detail)
 
 
 class DispatchQueue:

@@ -1,0 +1,137 @@
+"""Control commands in a comment (``start``, ``pause``, ``resume``, ``stop``, ``cleanup``), executed for the router.
+
+A command is executed in the work item's turn and never forwarded into the session: it is recorded in the portable
+``control`` section and acted on (a spawn, a session status, a close, a cleanup), and one ``control.command`` or
+``control.rejected`` line says what happened. The router decides that an event *is* a command and claims it once per
+machine; this is what running it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from the_loop import events
+from the_loop.routing import control
+from the_loop.sessions.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.models import InboundEvent
+    from the_loop.refs import WorkItemRef
+    from the_loop.state.registry import SessionRegistry
+
+__all__ = ["REMEDIES", "execute"]
+
+# R3: refusals with something the person can do about them get one marked reply on the work item, saying what.
+REMEDIES = {
+    "nothing-to-resume": "there is nothing to resume: this work item's session is not paused. To begin work, comment "
+    "the start command instead.",
+    "input-refused": "a lifecycle hook of this installation refused it. Ask the operator, or try again later.",
+}
+
+
+def execute(
+    config: LoadedConfig,
+    registry: SessionRegistry,
+    event: InboundEvent,
+    target: WorkItemRef,
+    command: str,
+    collaborator: bool,
+    *,
+    spawn: Callable[[], Outcome],
+) -> Outcome:
+    """Run ``command`` from ``event`` on ``target``: a collaborator may not, a lifecycle hook may refuse it, then
+    each command records itself and acts. ``spawn`` starts the work item's first session (``start`` on an item
+    with none): the router's dispatch, with the event's spawn prompt."""
+    from the_loop.hooks import lifecycle
+
+    actor = event.actor.id if event.actor else ""
+    if collaborator:
+        return _rejected(config, event, target, command, "unauthorized-actor")
+    asked = lifecycle.run(
+        lifecycle.InputReceived(
+            work_item=lifecycle.work_item_facts(target, config),
+            kind="command",
+            actor=actor,
+            source="comment",
+            command=command,
+            event=event.event,
+            text=event.body or "",
+        ),
+        config,
+    )
+    if asked.proceed is False:  # L9: a refused command is not executed
+        return _rejected(config, event, target, command, "input-refused", detail=asked.reason)
+    record = registry.load(str(target))
+    own = record.own if record else None
+    live = own is not None and own.live
+    if command == "start":
+        if not live:
+            refusal = control.arming_refusal(config, target, event.labels)
+            if refusal is not None:
+                return _rejected(config, event, target, command, "spawn-policy")
+        control.record(config, target, "start", source="comment", actor=actor, note=event.url)
+        if live:
+            effect = "resumed" if control.set_session_status(config, target, "active") else "noop"
+            return _executed(event, target, command, effect)
+        outcome = spawn()
+        if not outcome.ok:
+            return outcome
+        return _executed(event, target, command, "started")
+    if command == "pause":
+        control.record(config, target, "pause", source="comment", actor=actor, note=event.url)
+        effect = "paused" if control.set_session_status(config, target, "paused") else "noop"
+        return _executed(event, target, command, effect)
+    if command == "resume":
+        if own is None or own.status != "paused":
+            return _rejected(config, event, target, command, "nothing-to-resume")
+        control.record(config, target, "resume", source="comment", actor=actor, note=event.url)
+        control.set_session_status(config, target, "active")
+        return _executed(event, target, command, "resumed")
+    if command == "stop":
+        control.record(config, target, "stop", source="comment", actor=actor, note=event.url)
+        from the_loop.sessions import closing
+
+        closed = live and closing.close_session(config, target, remove_checkout=True).closed
+        effect = "stopped" if closed else "noop"
+        return _executed(event, target, command, effect)
+    from the_loop.sessions import closing  # cleanup records the `cleanup` control command itself
+
+    report = closing.cleanup(config, target, actor=actor, source="comment")
+    return _executed(event, target, command, _cleanup_effect(report))
+
+
+def _executed(event: InboundEvent, target: WorkItemRef, command: str, effect: str) -> Outcome:
+    events.emit(
+        "control.command",
+        work_item=str(target),
+        command=command,
+        source="comment",  # as the recorded `control` section says (the CLI's commands say "cli")
+        actor=event.actor.id if event.actor else None,
+        effect=effect,
+        delivery_id=event.delivery_id,
+    )
+    return Outcome("dropped", reason="control-executed")
+
+
+def _rejected(
+    config: LoadedConfig, event: InboundEvent, target: WorkItemRef, command: str, reason: str, *, detail: str = ""
+) -> Outcome:
+    events.emit(
+        "control.rejected",
+        work_items=[str(target)],
+        command=command,
+        actor=event.actor.id if event.actor else None,
+        reason=reason,
+        delivery_id=event.delivery_id,
+    )
+    if reason in REMEDIES:
+        control.explain_refusal(config, target, reason, f"the-loop did not run `{command}`: {REMEDIES[reason]}", detail)
+    return Outcome("dropped", reason="rejected", error=reason)
+
+
+def _cleanup_effect(report: Any) -> str:
+    if getattr(report, "errors", None):
+        return "partial"
+    return "cleaned" if getattr(report, "found", True) else "nothing-to-clean"
