@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from the_loop.ingress.inbox import Inbox
-from the_loop.ingress.inbox_worker import InboxWorker
+from the_loop.inbox import Inbox
+from the_loop.inbox.worker import InboxWorker
 from the_loop.state import StateLayout
 
 

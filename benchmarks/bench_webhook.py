@@ -185,8 +185,8 @@ class Drain:
     keys."""
 
     def __init__(self, state_root: Path) -> None:
-        from the_loop.ingress.inbox import Inbox
-        from the_loop.ingress.inbox_worker import InboxWorker
+        from the_loop.inbox import Inbox
+        from the_loop.inbox.worker import InboxWorker
         from the_loop.state import StateLayout
 
         self.keys: list[str] = []

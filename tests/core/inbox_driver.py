@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from the_loop.ingress.inbox import Inbox, InboxEntry
-from the_loop.ingress.inbox_worker import InboxWorker
+from the_loop.inbox import Inbox, InboxEntry
+from the_loop.inbox.worker import InboxWorker
 from the_loop.state import StateLayout
 
 KILL_POINT, _, KILL_KEY = os.environ.get("THE_LOOP_TEST_KILL_AT", "").partition(":")

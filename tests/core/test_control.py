@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from the_loop.routing.control import ControlParse, keywords, parse
+from the_loop.control import ControlParse, keywords, parse
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,7 @@ def test_keywords_are_configurable_and_can_be_turned_off() -> None:
 
 
 def test_j14_a_github_login_matches_in_any_case_other_providers_ids_only_exactly() -> None:
-    from the_loop.routing.control import Principal
+    from the_loop.control import Principal
 
     octocat = Principal({"github": "OctoCat", "jira": "5b10ac8d82e05b22cc7d4ef5", "slack": "U0DANA"})
     assert octocat.matches("github", "octocat")

@@ -7,7 +7,7 @@ import multiprocessing
 import os
 from pathlib import Path
 
-from the_loop.routing import claims as control_claims
+from the_loop.control import claims as control_claims
 from the_loop.state import StateLayout
 
 

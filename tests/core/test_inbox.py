@@ -23,8 +23,8 @@ import yaml
 
 from the_loop import events
 from the_loop.config import load_config
-from the_loop.ingress.inbox import Inbox, InboxEntry, key_digest
-from the_loop.ingress.inbox_worker import InboxWorker, WorkerBusy
+from the_loop.inbox import Inbox, InboxEntry, key_digest
+from the_loop.inbox.worker import InboxWorker, WorkerBusy
 from the_loop.models import WorkEvent
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.state import StateLayout

@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from the_loop import events, hookimpl
+from the_loop import control, events, hookimpl
 from the_loop.config import ConfigError, LoadedConfig, load_config
 from the_loop.hooks import executors as hooks_executors
 from the_loop.hooks import lifecycle
@@ -43,7 +43,6 @@ from the_loop.interfaces import Channel, ChannelMessage
 from the_loop.models import WorkEvent
 from the_loop.plugins import get_host
 from the_loop.refs import parse_ref
-from the_loop.routing import control
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import SessionRegistry

@@ -324,8 +324,8 @@ def test_requiring_no_start_command_lets_the_label_alone_spawn(world: World) -> 
 
 
 def test_a26_through_the_inbox_a_comment_queued_before_a_stop_is_delivered_first(world: World) -> None:
-    from the_loop.ingress.inbox import Inbox
-    from the_loop.ingress.inbox_worker import InboxWorker
+    from the_loop.inbox import Inbox
+    from the_loop.inbox.worker import InboxWorker
     from the_loop.routing.service import inbox_handler
 
     harness = started(world)

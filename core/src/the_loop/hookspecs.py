@@ -18,7 +18,6 @@ import pluggy
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
-    from the_loop.hooks.lifecycle import Decision, LifecycleContext
     from the_loop.interfaces import (
         Attribute,
         Channel,
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
         TicketProvider,
         WebhookIngress,
     )
+    from the_loop.lifecycle import Decision, LifecycleContext
 
 hookspec = pluggy.HookspecMarker("the_loop")
 

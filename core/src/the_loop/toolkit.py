@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING, Any
 # name → "module" (the module itself) or "module:attribute"
 EXPORTS: dict[str, str] = {
     # Putting events in: the durable inbox, webhook signatures, the poll loop's clocks and ledger budget.
-    "Inbox": "the_loop.ingress.inbox:Inbox",
+    "Inbox": "the_loop.inbox:Inbox",
     "signed_by": "the_loop.ingress.signing:signed_by",
     "PollClocks": "the_loop.ingress.poller:PollClocks",
     "LEDGER_CHECKS_PER_CYCLE": "the_loop.ingress.poller:LEDGER_CHECKS_PER_CYCLE",
     "ledger_only_due": "the_loop.ingress.poller:ledger_only_due",
     # Who may steer a work item: control keywords and arming, their claims, the principals a config names.
-    "control": "the_loop.routing.control",
-    "claims": "the_loop.routing.claims",
+    "control": "the_loop.control",
+    "claims": "the_loop.control.claims",
     "principals": "the_loop.routing.router:principals",
     # A work item ending and reopening upstream; its checkout; harness adapters' helpers.
     "closing": "the_loop.sessions.closing",
     "workspace": "the_loop.sessions.workspace",
     "HarnessError": "the_loop.sessions.harness:HarnessError",
-    "harness_args": "the_loop.sessions.harness:harness_args",
+    "harness_args": "the_loop.config:harness_args",
     "valid_session_id": "the_loop.sessions.harness:valid_session_id",
     "unframed": "the_loop.sessions.tmux:unframed",
     # Records and the file primitives they are written with.
@@ -53,16 +53,20 @@ EXPORTS: dict[str, str] = {
 __all__ = sorted(EXPORTS)
 
 if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on first use (below)
-    from the_loop import channels  # noqa: F401
+    from the_loop import (
+        channels,  # noqa: F401
+        control,  # noqa: F401
+    )
     from the_loop.channels import outbox  # noqa: F401
+    from the_loop.config import harness_args  # noqa: F401
+    from the_loop.control import claims  # noqa: F401
     from the_loop.daemon import run as run_in_foreground  # noqa: F401
-    from the_loop.ingress.inbox import Inbox  # noqa: F401
+    from the_loop.inbox import Inbox  # noqa: F401
     from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due  # noqa: F401
     from the_loop.ingress.signing import signed_by  # noqa: F401
-    from the_loop.routing import claims, control  # noqa: F401
     from the_loop.routing.router import principals  # noqa: F401
     from the_loop.sessions import closing, workspace  # noqa: F401
-    from the_loop.sessions.harness import HarnessError, harness_args, valid_session_id  # noqa: F401
+    from the_loop.sessions.harness import HarnessError, valid_session_id  # noqa: F401
     from the_loop.sessions.tmux import unframed  # noqa: F401
     from the_loop.state import Corrupt, StateError, atomic_write_bytes, dump_json, load_json, locked  # noqa: F401
     from the_loop.state.registry import SessionRegistry  # noqa: F401

@@ -39,7 +39,7 @@ def launch(session_id: str = SESSION, prompt: str = PROMPT) -> Launch:
 
 
 def with_args(config: LoadedConfig, session_id: str = SESSION) -> Launch:
-    from the_loop.sessions.harness import harness_args
+    from the_loop.config import harness_args
 
     return Launch(prompt=PROMPT, session_id=session_id, cwd=Path("/srv/work"), args=harness_args(config, "claude"))
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from the_loop import events
 from the_loop.config import load_config
-from the_loop.ingress.inbox import Inbox
-from the_loop.ingress.inbox_worker import InboxWorker
+from the_loop.inbox import Inbox
+from the_loop.inbox.worker import InboxWorker
 from the_loop.plugins import get_host
 from the_loop.routing.router import Router
 from the_loop.routing.service import inbox_handler

@@ -1105,8 +1105,8 @@ def loop(
 
     import the_loop_github.plugin
     from the_loop.config import load_config
-    from the_loop.ingress.inbox import Inbox
-    from the_loop.ingress.inbox_worker import InboxWorker
+    from the_loop.inbox import Inbox
+    from the_loop.inbox.worker import InboxWorker
     from the_loop.routing.router import Router
     from the_loop.routing.service import inbox_handler
     from the_loop.testing import fake_plugin

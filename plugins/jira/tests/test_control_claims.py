@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from the_loop import events
-from the_loop.routing import claims as control_claims
+from the_loop.control import claims as control_claims
 from the_loop.state import StateLayout
 from the_loop.testing import LoopEnv
 

@@ -336,7 +336,7 @@ def test_j13_a_passing_myself_failure_retries_the_ticket_rather_than_refuse_a_re
 def test_a_reopened_ticket_seen_by_the_poller_closes_again(load: Any, fake_jira: FakeJira, jira_env: LoopEnv) -> None:
     """Jira sends no reopened event: a ticket that ended by closing and is listed again was reopened, so the inbox
     forgets its close keys and the next Done is a new close rather than a duplicate of the first."""
-    from the_loop.ingress.inbox import Inbox
+    from the_loop.inbox import Inbox
     from the_loop_jira.normalize import closure_event
 
     config = load()

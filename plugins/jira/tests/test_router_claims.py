@@ -6,9 +6,9 @@ from typing import Any
 
 from fake_jira import FakeJira
 
+from the_loop import control
+from the_loop.control import claims as control_claims
 from the_loop.refs import parse_ref
-from the_loop.routing import claims as control_claims
-from the_loop.routing import control
 from the_loop.routing.router import Router
 from the_loop.sessions.dispatcher import Outcome
 from the_loop.testing import LoopEnv

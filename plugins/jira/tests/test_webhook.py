@@ -124,8 +124,8 @@ def test_self_comment_rung_is_settled(hook: JiraWebhook, fake_jira: FakeJira, ji
 def test_j23_issue_updated_on_an_armed_started_ticket_is_presence(
     hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
 ) -> None:
+    from the_loop import control
     from the_loop.refs import parse_ref
-    from the_loop.routing import control
 
     updated = {"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}
     assert ring(hook, updated).status == 202
@@ -237,7 +237,7 @@ def test_reopened_ticket_seen_by_the_doorbell_closes_again(
     hook: JiraWebhook, fake_jira: FakeJira, jira_env: LoopEnv
 ) -> None:
     """Jira sends no reopened event: Done, reopened, Done again must be two closes, not one and a duplicate."""
-    from the_loop.ingress.inbox import Inbox
+    from the_loop.inbox import Inbox
     from the_loop.refs import parse_ref
     from the_loop.state.store import WorkItemStore
 

@@ -14,7 +14,7 @@ from slack_world import DANA, REF, Loop, dana_comment
 
 from the_loop import channels
 from the_loop.channels import outbox as channel_outbox
-from the_loop.ingress.inbox import Inbox
+from the_loop.inbox import Inbox
 from the_loop.interfaces import InboundMessage
 from the_loop.models import WorkEvent
 from the_loop.refs import parse_ref

@@ -9,7 +9,7 @@ from fake_slack import BOT_USER
 from slack_world import DANA, REF, Loop
 
 from the_loop import channels
-from the_loop.ingress.inbox import Inbox
+from the_loop.inbox import Inbox
 
 STRANGER = "U0STRANGER"
 

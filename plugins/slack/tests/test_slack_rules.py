@@ -16,7 +16,7 @@ from slack_world import CHANNEL, DANA, REF, Loop, dana_comment
 from the_loop import channels
 from the_loop.channels import outbox as channel_outbox
 from the_loop.config import ConfigError
-from the_loop.ingress.inbox import Inbox
+from the_loop.inbox import Inbox
 from the_loop.interfaces import ChannelError
 from the_loop.refs import parse_ref
 from the_loop.state.registry import SessionRegistry
@@ -195,7 +195,7 @@ def test_channels_poll_runs_one_cycle_and_exits_1_when_skipped(loop: Loop) -> No
 
 
 def test_d16_a_reply_to_a_paused_session_is_recorded_and_dropped_undeliverable(loop: Loop) -> None:
-    from the_loop.routing import control
+    from the_loop import control
 
     harness = loop.spawn()
     assert control.set_session_status(loop.config, parse_ref(REF), "paused")

@@ -14,14 +14,14 @@ registers a :class:`~the_loop.interfaces.Channel` and does transport and renderi
   channel's own id is unknown dropped, the bot's mention taken out, a collaborator's control keyword dropped,
   ungranted kinds dropped.
   What remains is *claimed* — written to the durable inbox and the thread's cursor advanced under one flock — and
-  only then acknowledged. The router later mirrors it onto the ticket and delivers it (:func:`routed`); a work item
-  with no session is never first-spawned by a reply.
+  only then acknowledged. The router later mirrors it onto the ticket and delivers it
+  (:func:`the_loop.routing.replies.routed`); a work item with no session is never first-spawned by a reply.
 
 Events carry ids (work item, channel, thread, message), never message text or tokens.
 
 The parts: :mod:`~the_loop.channels.conversations` (lookup, binding, opening), :mod:`~the_loop.channels.publish`,
 :mod:`~the_loop.channels.read`, :mod:`~the_loop.channels.ticket` (scrubbing, mirroring),
-:mod:`~the_loop.channels.deliver` (the router's side) and :mod:`~the_loop.channels.background`.
+:mod:`~the_loop.channels.background`; the router's side is :mod:`the_loop.routing.replies`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from the_loop.channels.conversations import (
     open_for_start,
     state_path,
 )
-from the_loop.channels.deliver import routed
 from the_loop.channels.publish import drain, publish
 from the_loop.channels.read import accept, cursor, dedupe_key, find_ref, listen, newer, read_cycle, without_bot
 from the_loop.channels.ticket import ENVELOPE, defang, envelope, mirror_text, scrub
@@ -77,7 +76,6 @@ __all__ = [
     "open_for_start",
     "publish",
     "read_cycle",
-    "routed",
     "scrub",
     "start_background",
     "state_path",

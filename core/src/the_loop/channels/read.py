@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from the_loop import events
+from the_loop import control, events
 from the_loop.channels.conversations import (
     COMMAND_KIND,
     PROCESSED_SUBTYPES,
@@ -20,10 +20,9 @@ from the_loop.channels.conversations import (
     label,
     state_path,
 )
-from the_loop.channels.ticket import _HTML_COMMENT, _ticket, envelope
+from the_loop.channels.ticket import _HTML_COMMENT, envelope
 from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import parse_ref
-from the_loop.routing import control
 from the_loop.state import StateError, atomic_write_json, locked
 
 if TYPE_CHECKING:
@@ -195,7 +194,7 @@ def accept(
             if newer(message.message_id, cursor(config, channel.name, ref, message.thread_id)):
                 claimed = reason or "accepted"
                 if claimed == "accepted" and kind == REPLY_KIND:
-                    from the_loop.ingress.inbox import Inbox
+                    from the_loop.inbox import Inbox
 
                     event = _inbound(channel, message, ref, transport, conversation.get("permalink", ""), bot)
                     if not Inbox.for_config(config).put(event.dedupe_key, event.inbox_entry()):
@@ -224,7 +223,7 @@ def accept(
     )
 
     def after_claim() -> None:
-        _acknowledge(config, channel, message, "received")
+        acknowledge(config, channel, message, "received")
         if kind == COMMAND_KIND:
             _relay_command(config, channel, message, ref, without_bot(message.text, bot))
 
@@ -239,7 +238,7 @@ def _tell(channel: ReadingChannel, message: InboundMessage, text: str) -> None:
         events.emit("channel.tell_failed", level="warning", channel=channel.name, error=f"{type(exc).__name__}")
 
 
-def _acknowledge(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, state: str) -> None:
+def acknowledge(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, state: str) -> None:
     try:
         channel.acknowledge(message, state)  # type: ignore[arg-type]
     except Exception as exc:
@@ -330,7 +329,7 @@ def _relay_command(config: LoadedConfig, channel: ReadingChannel, message: Inbou
     """A granted control keyword goes onto the ticket unmarked, words first (issue-498), so the ticket ingress acts
     on it; nothing is delivered into the session from here."""
     item = parse_ref(ref)
-    provider = _ticket(config, item)
+    provider = config.tickets(item)
     who = f"{label(config, channel.name, message.author_id)} ({channel.name}:{message.author_id})"
     body = f"{_HTML_COMMENT.sub('', text).strip()}\n\n(relayed from {who})\n\n" + envelope(
         COMMAND_KIND, channel.name, message.author_id
@@ -341,10 +340,10 @@ def _relay_command(config: LoadedConfig, channel: ReadingChannel, message: Inbou
         provider.post_comment(item, body)
     except Exception as exc:
         events.emit("channel.mirror_failed", level="warning", channel=channel.name, work_item=ref, error=str(exc))
-        _acknowledge(config, channel, message, "error")
+        acknowledge(config, channel, message, "error")
         return
     events.emit("channel.mirrored", channel=channel.name, work_item=ref, kind=COMMAND_KIND, message=message.message_id)
-    _acknowledge(config, channel, message, "completed")
+    acknowledge(config, channel, message, "completed")
 
 
 def _every(

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from the_loop import events
+from the_loop import control, events
 from the_loop.channels.conversations import REPLY_KIND, label
-from the_loop.refs import WorkItemRef
-from the_loop.routing import control
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -73,8 +71,3 @@ def mirror_text(config: LoadedConfig, name: str, message_text: str, author: str)
     quoted = "\n".join(f"> {line}" for line in text.splitlines() or [""])
     who = f"{label(config, name, author)} ({name}:{author})"
     return f"Reply from {who} in the work item's {name} thread:\n\n{quoted}\n\n" + envelope(REPLY_KIND, name, author)
-
-
-def _ticket(config: LoadedConfig, ref: WorkItemRef) -> Any:
-
-    return config.tickets(ref)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from the_loop.config.errors import ConfigError
 from the_loop.state import DEFAULT_STATE_ROOT, StateLayout
 
 if TYPE_CHECKING:
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
 
 CONFIG_ENV = "THE_LOOP_CLI_CONFIG"
 CONFIG_NAME = "cli-config.yaml"
-
-
-class ConfigError(Exception):
-    """A config the CLI cannot use; ``str()`` is the one line to print after ``error:``."""
 
 
 @dataclass(frozen=True)
@@ -377,6 +374,11 @@ def read_layout(flag: str | os.PathLike[str] | None) -> StateLayout | None:
         values[field_name] = value
     root = values.pop("root")
     return StateLayout(root=state_root_for(ref.path, root), **values)
+
+
+def harness_args(config: LoadedConfig, name: str) -> tuple[str, ...]:
+    """The extra arguments ``routing.harnessArgs`` gives harness ``name`` (after core's, before the prompt)."""
+    return tuple(config.core.routing.harness_args.get(name, ()))
 
 
 def secret_env_names(config: LoadedConfig) -> list[str]:

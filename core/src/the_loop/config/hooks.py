@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from the_loop.config import ConfigError
+from the_loop.config.errors import ConfigError
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -72,7 +72,7 @@ def _label(index: int, entry: Any) -> str:
 
 
 def _check_entry(entry: Any) -> dict[str, Any]:
-    from the_loop.hooks.lifecycle import POINTS
+    from the_loop.lifecycle import POINTS
 
     if not isinstance(entry, Mapping):
         raise ValueError(f"an entry must be a mapping, not {type(entry).__name__}")

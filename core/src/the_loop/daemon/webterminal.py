@@ -144,7 +144,7 @@ class WebTerminal:
         return True
 
     def _start_ttyd(self, listen: Path) -> str:
-        from the_loop.sessions.dispatcher import runner_for
+        from the_loop.sessions.tmux import runner_for
 
         strip = set(runner_for(self.config).strip_env) | set(self._withheld())
         env = {key: value for key, value in os.environ.items() if key not in strip}

@@ -31,7 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from the_loop.hooks.lifecycle import POINTS, Hook, HookFailure, LifecycleContext, LifecycleHooks
+from the_loop.hooks.chain import Hook, HookFailure
+from the_loop.lifecycle import POINTS, LifecycleContext, LifecycleHooks
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig

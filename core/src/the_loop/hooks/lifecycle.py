@@ -19,8 +19,9 @@ answers badly is logged and skipped; a *required* one (a plugin with ``the_loop_
 ``required: true``) refuses instead, at points that have ``proceed``. :func:`run` never raises.
 
 The contexts themselves (:class:`WorkItemStart` … :class:`WorkItemComplete`, :class:`Decision`,
-:class:`LifecycleHooks`) live in :mod:`the_loop.hooks.contexts` and are re-exported here: this module is where hook
-authors import them from (docs/plugins/lifecycle.md).
+:class:`LifecycleHooks`) are plugin API in :mod:`the_loop.lifecycle` (docs/plugins/lifecycle.md); they are
+re-exported here for hook modules that import them from this module. The ``work_item`` fact of a ref is built
+here (:func:`work_item_facts`): it reads the records.
 
 The durable "asked once per arming" mark for ``work_item_start`` (the portable ``lifecycle`` section) and the
 refusal side effects (disarming, one explanation on the ticket) live here too, so every caller does the same.
@@ -30,13 +31,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-# The point contexts are this module's public face for hook authors (``from the_loop.hooks.lifecycle import
-# SessionSpawn``), so they are imported here by name and listed in ``__all__``.
-from the_loop.hooks.contexts import (
+# The point contexts live in the root plugin API (the_loop.lifecycle); hook modules written against this module
+# (``from the_loop.hooks.lifecycle import SessionSpawn``) keep working, so they are imported here by name.
+from the_loop.hooks.chain import Hook, HookFailure
+from the_loop.lifecycle import (
     CONTEXTS,
     POINTS,
     Decision,
@@ -51,7 +52,6 @@ from the_loop.hooks.contexts import (
     WorkItemFacts,
     WorkItemStart,
     known_facts,
-    work_item_facts,
 )
 
 if TYPE_CHECKING:
@@ -89,11 +89,39 @@ __all__ = [
 ]
 
 
+def _slug(item: WorkItemRef, config: LoadedConfig) -> str:
+    from the_loop.state.slugs import SlugCollision, slug_of
+
+    try:
+        return slug_of(config.state, item)
+    except SlugCollision:
+        return item.slug
+
+
+def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig, *, kind: str = "") -> WorkItemFacts:
+    """The ``work_item`` fact for ``ref``; ``url`` from its ticket provider when one is installed."""
+    from the_loop.refs import DEFAULT_HOSTS, parse_ref
+    from the_loop.state.store import provider_url
+
+    item = parse_ref(ref) if isinstance(ref, str) else ref
+    host = item.host or DEFAULT_HOSTS.get(item.provider, "")
+    # Key-form refs (Jira) are known by their key; the others by the slug, which names their files too.
+    ident = f"{item.provider}-{item.owner}-{item.number}" if item.key_form else _slug(item, config)
+    return WorkItemFacts(
+        ref=str(item),
+        provider=item.provider,
+        host=host,
+        owner=item.owner,
+        repo=item.repo,
+        repository=item.repository,
+        number=item.number,
+        kind=kind,
+        url=provider_url(item, config) or "",
+        id=ident,
+    )
+
+
 # -------------------------------------------------------------------------------------------------- answers
-
-
-class HookFailure(Exception):
-    """A hook failed in a way its message explains fully (logged as is, without the exception's type)."""
 
 
 class AnswerError(HookFailure):
@@ -148,15 +176,6 @@ def _applied(ctx: C, changes: Mapping[str, Any]) -> C:
 
 
 # --------------------------------------------------------------------------------------------------- runner
-
-
-@dataclass(frozen=True)
-class Hook:
-    """One callable in a point's chain: a plugin's implementation or an operator's entry."""
-
-    name: str
-    required: bool
-    call: Callable[[LifecycleContext], object]
 
 
 def _plugin_hooks(host: PluginHost, point: str) -> Iterator[Hook]:
@@ -272,7 +291,7 @@ def session_spawn(
     respawn: bool = False,
 ) -> SessionSpawn:
     """The context before launching ``harness`` in ``cwd`` with ``prompt`` (a first spawn or a respawn)."""
-    from the_loop.sessions.harness import harness_args
+    from the_loop.config import harness_args
 
     return SessionSpawn(
         work_item=work_item_facts(event.work_item, config),
@@ -364,7 +383,7 @@ def disarm(config: LoadedConfig, ref: WorkItemRef | str) -> None:
 def explain_refusal(config: LoadedConfig, ref: WorkItemRef, what: str, reason: str) -> bool:
     """R3 for a lifecycle hook's refusal: one marked ``⚠️`` reply on the work item saying ``what`` was refused and
     the hook's reason. Best-effort: False when it could not be posted."""
-    from the_loop.routing import control
+    from the_loop import control
 
     text = f"the-loop did not {what}: a lifecycle hook refused it."
     return control.explain_refusal(config, ref, "hook-refused", text, reason or "none given")

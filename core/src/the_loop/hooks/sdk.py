@@ -14,8 +14,8 @@ Write a :class:`LifecycleHooks` subclass (the same class a ``module``/``path`` e
 
 ``GET …/health`` answers ``{"ok": true, "points": [...]}`` without authentication; every ``POST`` is one JSON-RPC
 request whose ``method`` is the point and ``params`` the context, and needs ``Authorization: Bearer <token>`` when
-``token_env`` is set. This module imports only the standard library and :mod:`the_loop.hooks.lifecycle` (with
-:mod:`the_loop.hooks.contexts`), so a side-car needs no daemon, and uses the standard library's threading HTTP
+``token_env`` is set. This module imports only the standard library and :mod:`the_loop.hooks.lifecycle` (with the
+contexts of :mod:`the_loop.lifecycle`), so a side-car needs no daemon, and uses the standard library's threading HTTP
 server: it is the operator's small helper, not the-loop's own receiver.
 """
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from the_loop import events
-from the_loop.routing import control
+from the_loop import control, events
 from the_loop.sessions.outcomes import Outcome
 
 if TYPE_CHECKING:

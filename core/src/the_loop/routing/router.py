@@ -19,11 +19,11 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from the_loop import events
+from the_loop import control, events
+from the_loop.control import Principal, principals  # noqa: F401  (re-exported: sources import them from here)
 from the_loop.models import InboundEvent, WorkEvent
 from the_loop.refs import RefError, WorkItemRef, parse_ref
-from the_loop.routing import commands, control
-from the_loop.routing.control import Principal, principals  # noqa: F401  (re-exported: sources import them from here)
+from the_loop.routing import commands, replies
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.sessions.prompts import load_template, render_event_prompt, render_excerpt
 from the_loop.state.registry import SessionRegistry
@@ -327,7 +327,7 @@ class Router:
 
     def _command(self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool) -> Outcome:
         def spawn() -> Outcome:  # `start` on an item with no session: the same spawn a delivery would make
-            return self.dispatcher.dispatch(self._work_event(event, target, spawn=True))
+            return self.dispatcher.dispatch(self.work_event(event, target, spawn=True))
 
         return commands.execute(self.config, self.registry, event, target, command, collaborator, spawn=spawn)
 
@@ -339,7 +339,7 @@ class Router:
         claim after a crash mid-command."""
         if not event.shared_dedupe:
             return self._command(event, target, command, collaborator)
-        from the_loop.routing import claims as control_claims
+        from the_loop.control import claims as control_claims
 
         if not control_claims.claim(self.config.state, event.dedupe_key, entry):
             return self._settle(event, target, "already-processed")
@@ -355,14 +355,13 @@ class Router:
     # ------------------------------------------------------------------------------------------- delivery
 
     def _deliver(self, event: InboundEvent, target: WorkItemRef, collaborator: bool) -> Outcome:
-        from the_loop import channels  # a channel reply is delivered there; a comment is published (comment.human)
-
-        if (handled := channels.routed(self, event, target)) is not None:
+        # A channel reply is mirrored and delivered there; a person's comment is published (comment.human) first.
+        if (handled := replies.routed(self, event, target)) is not None:
             return handled
         record = self.registry.load(str(target))
         own = record.own if record else None
         if own is not None and own.live:
-            return self.dispatcher.dispatch(self._work_event(event, target, spawn=False))
+            return self.dispatcher.dispatch(self.work_event(event, target, spawn=False))
         refusal = control.arming_refusal(self.config, target, event.labels)
         if refusal is not None:
             return self._settle(event, target, "spawn-policy")
@@ -372,9 +371,9 @@ class Router:
         needs_start = routing.control.enabled and routing.control.require_start_command
         if needs_start and control.recorded(self.config, target) != "start":
             return self._settle(event, target, "awaiting-start")
-        return self.dispatcher.dispatch(self._work_event(event, target, spawn=True))
+        return self.dispatcher.dispatch(self.work_event(event, target, spawn=True))
 
-    def _work_event(self, event: InboundEvent, target: WorkItemRef, *, spawn: bool) -> WorkEvent:
+    def work_event(self, event: InboundEvent, target: WorkItemRef, *, spawn: bool) -> WorkEvent:
         """The text a session gets for this event: the event prompt, or for a spawn the event inside the boot
         prompt (the dispatcher wraps it in the spawn template)."""
         routing = self.config.core.routing

@@ -1,6 +1,6 @@
 """The router as a service: the inbox worker that routes each entry, in an ingress daemon's thread or once.
 
-:func:`start_routing` runs one :class:`~the_loop.ingress.inbox_worker.InboxWorker` beside an ingress service, routing
+:func:`start_routing` runs one :class:`~the_loop.inbox.worker.InboxWorker` beside an ingress service, routing
 each entry under the config in force (:class:`LiveRouter`); :func:`route_pending` works the inbox once (the cron
 form); :func:`routing_warnings` is what a service says at start when routing would act on everything or nothing.
 """
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from the_loop.config import LoadedConfig
-    from the_loop.ingress.inbox import InboxEntry
+    from the_loop.inbox import InboxEntry
 
 __all__ = ["LiveRouter", "inbox_handler", "route_pending", "routing_warnings", "start_routing"]
 
@@ -73,8 +73,8 @@ def route_pending(config: LoadedConfig) -> int:
     routing is off or another worker holds the inbox."""
     if not config.core.routing.enabled:
         return 0
-    from the_loop.ingress.inbox import Inbox
-    from the_loop.ingress.inbox_worker import InboxWorker, WorkerBusy
+    from the_loop.inbox import Inbox
+    from the_loop.inbox.worker import InboxWorker, WorkerBusy
 
     try:
         workers = config.core.routing.max_concurrent_dispatches
@@ -90,8 +90,8 @@ def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threa
     config = latest()
     if not config.core.routing.enabled:
         return None
-    from the_loop.ingress.inbox import Inbox
-    from the_loop.ingress.inbox_worker import InboxWorker
+    from the_loop.inbox import Inbox
+    from the_loop.inbox.worker import InboxWorker
 
     workers = config.core.routing.max_concurrent_dispatches
     worker = InboxWorker(Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers)

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from the_loop import events
+from the_loop.config import harness_args
 from the_loop.hooks import lifecycle
 from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
-from the_loop.sessions.harness import HarnessError, adapter_for, harness_args, spawn_workdir
+from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir
 from the_loop.sessions.launch import Launcher
 from the_loop.sessions.outcomes import Outcome, drop, fail, name_taken, not_started, session_fields
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
-from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner
+from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner, runner_for
 from the_loop.state import locked
 from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
 from the_loop.state.slugs import SlugCollision, tmux_name_of, work_item_lock
@@ -37,19 +38,6 @@ from the_loop.state.store import provider_url
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
-
-
-def runner_for(config: LoadedConfig) -> TmuxRunner:
-    """The tmux runner the config asks for, stripping every credential name the config declares."""
-    from the_loop.config import session_withheld_env
-    from the_loop.sessions.tmux import CREDENTIAL_ENV_NAMES
-
-    tmux = config.core.routing.tmux
-    return TmuxRunner(
-        socket=tmux.socket_name or None,
-        timeout=tmux.command_timeout_seconds,
-        strip_env=tuple(dict.fromkeys([*CREDENTIAL_ENV_NAMES, *session_withheld_env(config)])),
-    )
 
 
 class Dispatcher:
@@ -375,7 +363,7 @@ class Dispatcher:
 
     def _disarmed_by(self, event: WorkEvent) -> str:
         """The recorded control command that disarms the item (stop, cleanup; see the_loop.sessions.closing), or ""."""
-        from the_loop.routing.control import recorded
+        from the_loop.control import recorded
         from the_loop.sessions.closing import DISARMING
 
         command = recorded(self.config, parse_ref(event.work_item))

@@ -48,10 +48,6 @@ def launch_argv(adapter: HarnessAdapter, launch: Launch, *, resume: bool) -> lis
     return argv
 
 
-def harness_args(config: LoadedConfig, name: str) -> tuple[str, ...]:
-    return tuple(config.core.routing.harness_args.get(name, ()))
-
-
 def spawn_workdir(config: LoadedConfig) -> Path:
     """``routing.spawnWorkdir``, a relative one anchored like ``state.root`` (beside the config file)."""
     from the_loop.config import state_root_for

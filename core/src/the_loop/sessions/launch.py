@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from the_loop import events
+from the_loop.config import harness_args
 from the_loop.interfaces import HarnessAdapter, Launch, ReadyCheck
-from the_loop.sessions.harness import HarnessError, harness_args, launch_argv, valid_session_id
+from the_loop.sessions.harness import HarnessError, launch_argv, valid_session_id
 from the_loop.sessions.tmux import SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner, redact
 from the_loop.state.registry import SessionRegistry, canonical
 

@@ -30,11 +30,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from the_loop.refs import normalize_tmux_target
 from the_loop.sessions.prompts import remove_all
 from the_loop.state import warn_once
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
 
 __all__ = [
     "CREDENTIAL_ENV_NAMES",
@@ -557,3 +560,15 @@ def _signal(pid: int, signum: int, errors: list[str]) -> bool:
         errors.append(f"{signal.Signals(signum).name} {pid}: {exc.strerror or exc}")
         return False
     return True
+
+
+def runner_for(config: LoadedConfig) -> TmuxRunner:
+    """The tmux runner the config asks for, stripping every credential name the config declares."""
+    from the_loop.config import session_withheld_env
+
+    tmux = config.core.routing.tmux
+    return TmuxRunner(
+        socket=tmux.socket_name or None,
+        timeout=tmux.command_timeout_seconds,
+        strip_env=tuple(dict.fromkeys([*CREDENTIAL_ENV_NAMES, *session_withheld_env(config)])),
+    )

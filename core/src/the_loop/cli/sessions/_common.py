@@ -35,7 +35,7 @@ def operator() -> str:
 
 def record_control(config: LoadedConfig, ref: WorkItemRef, command: str, note: str = "") -> None:
     """Record a control command given on this machine's command line (``source: cli``)."""
-    from the_loop.routing.control import record
+    from the_loop.control import record
 
     record(config, ref, command, source="cli", actor=operator(), note=note)
 
@@ -48,7 +48,7 @@ def control_event(ref: WorkItemRef, command: str, effect: str, **fields: Any) ->
 
 def ticket_comment(config: LoadedConfig, ref: WorkItemRef, text: str) -> None:
     """Best-effort: tell the people on the ticket what the operator did; no provider installed → nothing."""
-    from the_loop.routing.control import post_marked
+    from the_loop.control import post_marked
 
     try:
         post_marked(config, ref, text)
@@ -66,7 +66,7 @@ COMMENT_OPTION = click.option(
 
 def set_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> bool:
     """Pause or resume the work item's own session; False when there was none to change."""
-    from the_loop.routing.control import set_session_status
+    from the_loop.control import set_session_status
 
     return set_session_status(config, ref, status)
 
@@ -77,7 +77,7 @@ def require_tmux(config: LoadedConfig) -> None:
     import sys
 
     from the_loop.daemon import TMUX_INSTALL
-    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.sessions.tmux import runner_for
 
     if shutil.which(runner_for(config).binary) is None:
         click.echo(f"error: missing dependency: tmux — {TMUX_INSTALL}", err=True)

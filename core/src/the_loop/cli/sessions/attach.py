@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.pass_context
 def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool, web: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
-    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.sessions.tmux import runner_for
     from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")

@@ -22,7 +22,7 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
     """List every registered session, one row per endpoint (a work item's own and its pull requests').
 
     An active session whose tmux pane has exited or is gone shows as ``down``: the next event respawns it."""
-    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.sessions.tmux import runner_for
     from the_loop.state.registry import SessionRegistry
     from the_loop.state.store import WorkItemStore
 

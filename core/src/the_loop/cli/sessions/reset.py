@@ -66,7 +66,7 @@ def reset(ctx: click.Context, refs: list[WorkItemRef], all_items: bool, dry_run:
     clock dropped, and the checkout removed unless keepCheckoutOnClose. The repository is never touched."""
     from the_loop.refs import RefError, parse_ref
     from the_loop.sessions.closing import reset as reset_item
-    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.sessions.tmux import runner_for
     from the_loop.state.registry import SessionRegistry
     from the_loop.state.store import WorkItemStore
 

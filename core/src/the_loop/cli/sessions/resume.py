@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 @click.pass_context
 def resume(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     """Resume REF: the next event is delivered again (those dropped while paused are not replayed)."""
-    from the_loop.routing.control import recorded
+    from the_loop.control import recorded
     from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")

@@ -19,7 +19,7 @@ from the_loop.cli.sessions._common import (
     ticket_comment,
 )
 from the_loop.command import app
-from the_loop.routing.control import arming_refusal
+from the_loop.control import arming_refusal
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef

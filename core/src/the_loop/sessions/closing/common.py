@@ -98,7 +98,7 @@ def _dispatch_lock(config: LoadedConfig, ref: WorkItemRef, hold: bool = True) ->
 def _runner(config: LoadedConfig, runner: TmuxRunner | None) -> TmuxRunner:
     if runner is not None:
         return runner
-    from the_loop.sessions.dispatcher import runner_for
+    from the_loop.sessions.tmux import runner_for
 
     return runner_for(config)
 

@@ -141,7 +141,7 @@ def cleanup(
     Works with or without a session and a record. Each step is wrapped: a failure is reported in ``errors`` and the
     steps after it still run. Emits one ``session.cleaned`` even when nothing was found.
     """
-    from the_loop.routing import control
+    from the_loop import control
     from the_loop.sessions import workspace
 
     item = _ref(ref)

@@ -157,7 +157,7 @@ def pull_request_ended(
 def _forget_close_keys(config: LoadedConfig, item: WorkItemRef) -> None:
     """A reopened item's earlier close keys no longer stand for anything: forget them, so its next close counts.
     Best-effort: an unreadable inbox leaves them, and that close is then dropped as a duplicate."""
-    from the_loop.ingress.inbox import Inbox
+    from the_loop.inbox import Inbox
 
     try:
         provider = config.tickets(item)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from the_loop import events
-from the_loop.ingress.inbox import Inbox, InboxEntry
+from the_loop.inbox import Inbox, InboxEntry
 from the_loop.state import StateError
 
 __all__ = ["InboxWorker", "WorkerBusy"]

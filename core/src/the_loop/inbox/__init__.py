@@ -3,7 +3,7 @@
 A webhook route, a poll source or a channel listener calls :meth:`Inbox.put` with the provider object's dedupe key
 (decision 6) and a JSON object, and acknowledges the provider only after ``put`` returned: the entry is then in
 ``local/inbox/`` as its own file, fsync'd, renamed into place and the directory fsync'd. Routing and dispatch happen
-later, off the request path, in one :class:`~the_loop.ingress.inbox_worker.InboxWorker` per state root.
+later, off the request path, in one :class:`~the_loop.inbox.worker.InboxWorker` per state root.
 
 Layout (all under ``local/inbox/``, never tracked):
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
-from the_loop.ingress.completed import CompletedKeys
+from the_loop.inbox.completed import CompletedKeys
 from the_loop.state import StateError, StateLayout, atomic_write_bytes, locked, move_aside, read_regular
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class _Put:
 
 class Inbox:
     """The inbox of one state root. ``put`` is thread-safe and safe across processes; ``pending``, ``settle`` and
-    ``release`` belong to the one worker (see :class:`~the_loop.ingress.inbox_worker.InboxWorker`)."""
+    ``release`` belong to the one worker (see :class:`~the_loop.inbox.worker.InboxWorker`)."""
 
     def __init__(
         self,

@@ -1,25 +1,37 @@
-"""A reply the router took: mirrored onto the ticket, then delivered into the work item's live session."""
+"""The router's side of channels: a channel reply it took is mirrored onto the ticket, then delivered into the work
+item's live session; a person's ticket comment is published into the work item's conversation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from the_loop import events
 from the_loop.channels.conversations import CONTENT_KINDS, REPLY_KIND, channel_named, installed
 from the_loop.channels.publish import publish
-from the_loop.channels.read import _acknowledge
-from the_loop.channels.ticket import ENVELOPE, _ticket, mirror_text
+from the_loop.channels.read import acknowledge
+from the_loop.channels.ticket import ENVELOPE, mirror_text
 from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import WorkItemRef
 
 if TYPE_CHECKING:
-    from the_loop.models import InboundEvent
-    from the_loop.routing.router import Router
-    from the_loop.sessions.dispatcher import Outcome
+    from the_loop.config import LoadedConfig
+    from the_loop.models import InboundEvent, WorkEvent
+    from the_loop.sessions.dispatcher import Dispatcher, Outcome
+    from the_loop.state.registry import SessionRegistry
+
+
+class Router(Protocol):
+    """What a reply needs of the router that took it (:class:`the_loop.routing.router.Router` is one)."""
+
+    config: LoadedConfig
+    registry: SessionRegistry
+    dispatcher: Dispatcher
+
+    def work_event(self, event: InboundEvent, target: WorkItemRef, *, spawn: bool) -> WorkEvent: ...
 
 
 def routed(router: Router, event: InboundEvent, target: WorkItemRef) -> Outcome | None:
-    """The router's one call into channels, at delivery: a channel reply is mirrored and delivered here (the
+    """The router's one call about channels, at delivery: a channel reply is mirrored and delivered here (the
     outcome); a person's ticket comment is published as ``comment.human`` and delivery goes on (None)."""
     names = installed(router.config)
     if event.kind == "reply" and event.provider in names:
@@ -48,7 +60,7 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     author = event.actor.id if event.actor else ""
     message = InboundMessage(channel_id=channel_id, thread_id="", message_id=ts, author_id=author, text="")
     channel = channel_named(config, name)
-    provider = _ticket(config, target)
+    provider = config.tickets(target)
     try:
         if provider is None:
             raise ChannelError(f"no ticket provider for {target.provider}:")
@@ -56,12 +68,12 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
         events.emit("channel.mirrored", channel=name, work_item=str(target), kind=REPLY_KIND, message=ts)
     except Exception as exc:  # the ticket record failed: logged, the reply is still delivered
         events.emit("channel.mirror_failed", level="warning", channel=name, work_item=str(target), error=str(exc))
-    outcome = router.dispatcher.dispatch(router._work_event(event, target, spawn=False))
+    outcome = router.dispatcher.dispatch(router.work_event(event, target, spawn=False))
     state = "completed" if outcome.ok else "error"
     if outcome.status == "dropped" and outcome.reason in ("no-session", "session-paused"):
         _drop_undeliverable(name, str(target), channel_id, ts, outcome.reason)
     if isinstance(channel, ReadingChannel):  # a reply came through a channel that reads: it shows the writer
-        _acknowledge(config, channel, message, state)
+        acknowledge(config, channel, message, state)
     if outcome.status == "failed":  # at most once: a failed delivery is logged, never replayed
         return Outcome("failed", reason=outcome.reason, error=outcome.error, will_retry=False)
     return outcome

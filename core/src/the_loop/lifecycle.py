@@ -1,12 +1,14 @@
-"""The lifecycle points' contexts: the typed facts and decisions each point's hooks receive.
+"""The lifecycle points and their contexts: the typed facts and decisions each point's hooks receive.
 
 One frozen dataclass per point (:data:`CONTEXTS`), the ``work_item`` fact they all carry (:class:`WorkItemFacts`),
 the :class:`Decision` a hook may answer with and the :class:`LifecycleHooks` base class an operator's hooks extend.
 A context also travels as JSON params, to and from a remote hook (:meth:`LifecycleContext.to_params`,
 :meth:`LifecycleContext.from_params`).
 
-Like :mod:`the_loop.hooks.lifecycle`, which re-exports all of this for hook authors, it imports only the standard
-library at import time, so a side-car hook server needs no daemon.
+This is plugin API, as public as :mod:`the_loop.hookspecs`: a plugin or an operator's hook module imports its
+contexts from here (``from the_loop.lifecycle import LifecycleHooks, SessionSpawn``). It imports only the standard
+library, so a side-car hook server needs no daemon. Running the points is core's (:mod:`the_loop.hooks.lifecycle`,
+which still re-exports these names for hook modules written against it).
 """
 
 from __future__ import annotations
@@ -15,11 +17,7 @@ import contextlib
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
-
-if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
-    from the_loop.refs import WorkItemRef
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "CONTEXTS",
@@ -36,7 +34,6 @@ __all__ = [
     "WorkItemFacts",
     "WorkItemStart",
     "known_facts",
-    "work_item_facts",
 ]
 
 POINTS = (
@@ -66,38 +63,6 @@ class WorkItemFacts:
     kind: str = ""  # issue | pull-request | "" (not known from the ref alone)
     url: str = ""
     id: str = ""
-
-
-def _slug(item: WorkItemRef, config: LoadedConfig) -> str:
-    from the_loop.state.slugs import SlugCollision, slug_of
-
-    try:
-        return slug_of(config.state, item)
-    except SlugCollision:
-        return item.slug
-
-
-def work_item_facts(ref: WorkItemRef | str, config: LoadedConfig, *, kind: str = "") -> WorkItemFacts:
-    """The ``work_item`` fact for ``ref``; ``url`` from its ticket provider when one is installed."""
-    from the_loop.refs import DEFAULT_HOSTS, parse_ref
-    from the_loop.state.store import provider_url
-
-    item = parse_ref(ref) if isinstance(ref, str) else ref
-    host = item.host or DEFAULT_HOSTS.get(item.provider, "")
-    # Key-form refs (Jira) are known by their key; the others by the slug, which names their files too.
-    ident = f"{item.provider}-{item.owner}-{item.number}" if item.key_form else _slug(item, config)
-    return WorkItemFacts(
-        ref=str(item),
-        provider=item.provider,
-        host=host,
-        owner=item.owner,
-        repo=item.repo,
-        repository=item.repository,
-        number=item.number,
-        kind=kind,
-        url=provider_url(item, config) or "",
-        id=ident,
-    )
 
 
 def _decision(default: bool | str) -> Any:
