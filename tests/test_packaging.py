@@ -262,8 +262,7 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
     API, from a fresh HOME), and a later Jira comment reaches the model as its own turn."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    sys.path.append(str(ROOT / "plugins" / "jira" / "tests"))
-    from fake_jira import FakeJira
+    from fake_jira import FakeJira  # plugins/jira/tests is on pytest's pythonpath
 
     from the_loop.testing.conformance import hermetic_path
     from the_loop.testing.fake_anthropic import FakeAnthropic

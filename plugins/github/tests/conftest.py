@@ -1,8 +1,8 @@
 """Fixtures of the GitHub plugin's tests: the fake GitHub API, a config pointing at it, and the real webhook receiver
 (``the-loop daemon run gh-webhook`` in a subprocess) with helpers to send signed deliveries.
 
-This folder is put on ``sys.path`` so tests can ``import fake_github``, ``gh_payloads`` and ``gh_receiver`` — never
-``conftest``, a name every plugin's tests folder has.
+Tests import the helpers beside it by name (``fake_github``, ``gh_payloads``, ``gh_receiver``: the folder is on
+pytest's ``pythonpath``), never ``conftest``, a name every plugin's tests folder has.
 """
 
 from __future__ import annotations
@@ -11,20 +11,14 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
+import gh_payloads
 import pytest
+from fake_github import BOT, TOKEN, FakeGitHub
+from gh_receiver import AUTO_LABEL, Receiver, github_config
 
-HERE = Path(__file__).parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import gh_payloads  # noqa: E402
-from fake_github import BOT, TOKEN, FakeGitHub  # noqa: E402
-from gh_receiver import AUTO_LABEL, Receiver, github_config  # noqa: E402
-
-from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for  # noqa: E402
+from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 
 
 @pytest.fixture

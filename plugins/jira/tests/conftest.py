@@ -1,25 +1,18 @@
 """Fixtures of the Jira plugin's tests: the fake Jira REST API, the E §A.6 config pointing at it, and a loaded config
-with the plugin registered (for in-process tests). This folder is appended to ``sys.path`` so tests can
-``import fake_jira`` and ``import jira_fixtures`` (never ``conftest``, which names another plugin's too).
+with the plugin registered (for in-process tests). Tests import ``fake_jira`` and ``jira_fixtures`` by name (the
+folder is on pytest's ``pythonpath``), never ``conftest``, which names another plugin's too.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_jira import FakeJira
+from jira_fixtures import EMAIL, LABEL, TOKEN, base_config
 
-HERE = Path(__file__).parent
-if str(HERE) not in sys.path:
-    sys.path.append(str(HERE))  # appended: another plugin's tests may import their own `conftest` by name
-
-from fake_jira import FakeJira  # noqa: E402
-from jira_fixtures import EMAIL, LABEL, TOKEN, base_config  # noqa: E402
-
-from the_loop.testing import LoopEnv  # noqa: E402
+from the_loop.testing import LoopEnv
 
 
 @pytest.fixture

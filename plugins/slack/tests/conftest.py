@@ -1,24 +1,19 @@
 """Fixtures of the Slack plugin's tests: the fake Slack (Web API + Socket Mode) and the loop of
-:mod:`slack_world`. This folder is put on ``sys.path`` so tests can ``import fake_slack`` and ``import slack_world``."""
+:mod:`slack_world`. Tests import ``fake_slack`` and ``slack_world`` by name (the folder is on pytest's
+``pythonpath``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_slack import FakeSlack, Server
+from slack_world import APP_TOKEN, BOT_TOKEN, Loop, write_config
 
-HERE = Path(__file__).parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from fake_slack import FakeSlack, Server  # noqa: E402
-from slack_world import APP_TOKEN, BOT_TOKEN, Loop, write_config  # noqa: E402
-
-from the_loop.sessions.tmux import TmuxRunner  # noqa: E402
-from the_loop.testing import fake_plugin  # noqa: E402
+from the_loop.sessions.tmux import TmuxRunner
+from the_loop.testing import fake_plugin
 
 
 @pytest.fixture
