@@ -433,3 +433,19 @@ def test_the_toolkit_table_lists_every_name_and_each_name_resolves() -> None:
         assert getattr(toolkit, name) is not None, name
     with pytest.raises(AttributeError, match="a plugin may use"):
         toolkit.dispatcher  # noqa: B018 — not part of the toolkit
+
+
+def test_every_scenario_id_family_in_a_test_name_is_in_the_tests_readme() -> None:
+    """A test named `test_c10_…` points to tests/README.md: its folder and family letter have a row there."""
+    table = (ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    rows: set[tuple[str, str]] = set()
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            rows |= {(cells[0].strip("`"), letter) for letter in re.findall(r"`([a-z])`", cells[1])}
+    used: set[tuple[str, str]] = set()
+    for path in [*ROOT.glob("tests/**/test_*.py"), *ROOT.glob("plugins/*/tests/test_*.py")]:
+        folder = path.parent.relative_to(ROOT).as_posix()
+        for letter in re.findall(r"^def test_([a-z])\d+[a-z]?_", path.read_text(encoding="utf-8"), re.M):
+            used.add((folder, letter))
+    assert used <= rows, sorted(used - rows)
