@@ -21,7 +21,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from the_loop.interfaces import EventType
+from the_loop.declarations import EventType
 
 LEVELS = ("debug", "info", "warning", "error")
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from the_loop.declarations import Attribute, CommandSpec, ConfigSection, EventType, GeneratedPath
+
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
@@ -43,63 +45,8 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------- declarations
-
-
-@dataclass(frozen=True)
-class CommandSpec:
-    """A CLI command contributed by a plugin. ``target`` is ``"module:attr"`` of a click command, imported only
-    when the command runs, so ``--help`` costs nothing. ``parent`` names an existing group (``"channels"``)."""
-
-    name: str
-    help: str
-    target: str
-    parent: str | None = None
-
-
-@dataclass(frozen=True)
-class ConfigSection:
-    """A config section a plugin owns. ``path`` is dotted (``"channels.slack"``); ``model`` is a pydantic model
-    class or its ``"module:attr"`` import string; ``secrets`` names fields that hold env-var *names*."""
-
-    path: str
-    model: Any
-    secrets: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class EventType:
-    """One event type of the catalog (``events --types``)."""
-
-    name: str
-    description: str
-
-
-@dataclass(frozen=True)
-class GeneratedPath:
-    """A path under ``state.root`` that the-loop writes. ``path`` may hold placeholders (``<slug>``, ``<name>``);
-    a trailing ``/`` marks a directory. ``portable`` paths travel between machines and may be tracked in git."""
-
-    path: str
-    portable: bool
-    holds: str
-    why: str
-    owner: str = "core"
-
-
-AttributeKind = Literal["workspace-entity", "operator-ledger", "machine-handle", "derived"]
-
-
-@dataclass(frozen=True)
-class Attribute:
-    """One top-level key of a per-work-item record. ``file`` is ``"portable"`` (``portable/<slug>.json``, the
-    operator's file) or ``"local"`` (``local/<slug>.json``, this machine's)."""
-
-    file: Literal["portable", "local"]
-    key: str
-    kind: AttributeKind
-    holds: str
-    owner: str = "core"
+# The declarations (CommandSpec … Attribute) live in a module of their own, which imports nothing of core: the
+# state layout and the event log declare their own with them. They are part of this module's API all the same.
 
 
 @dataclass

@@ -19,10 +19,9 @@ from urllib.parse import urlsplit
 from the_loop.config.errors import ConfigError
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
     from the_loop.config.models import HookEntry
 
-__all__ = ["HookDeclarationError", "check_declaration", "entries", "hook_kind", "hook_target", "listing"]
+__all__ = ["HookDeclarationError", "check_declaration", "hook_kind", "hook_target", "listing"]
 
 NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -167,11 +166,6 @@ def is_loopback(host: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ reading
-
-
-def entries(config: LoadedConfig) -> list[HookEntry]:
-    """The declared entries of a loaded config (already checked by ``load_config``)."""
-    return list(config.core.hooks)
 
 
 def hook_kind(entry: HookEntry) -> str:

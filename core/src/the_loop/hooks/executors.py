@@ -235,9 +235,8 @@ def load_declared(config: LoadedConfig) -> list[LoadedHook]:
     """Load every enabled entry of ``config`` now (a daemon's start). Raises :class:`HookLoadError` on the first
     failure; on success emits ``hooks.loaded`` (when anything is declared) and keeps the result for the points."""
     from the_loop import events
-    from the_loop.config.hooks import entries
 
-    declared = entries(config)
+    declared = list(config.core.hooks)  # checked by load_config already
     hooks = [load_entry(entry, config.ref.path) for entry in declared if entry.enabled]
     with _registry_lock:
         _loaded[id(config)] = (config, hooks)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from the_loop.interfaces import Attribute, GeneratedPath
+from the_loop.declarations import Attribute, GeneratedPath
 
 LAYOUT_VERSION = 1
 
