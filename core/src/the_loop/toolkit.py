@@ -23,10 +23,9 @@ EXPORTS: dict[str, str] = {
     "PollClocks": "the_loop.ingress.poller:PollClocks",
     "LEDGER_CHECKS_PER_CYCLE": "the_loop.ingress.poller:LEDGER_CHECKS_PER_CYCLE",
     "ledger_only_due": "the_loop.ingress.poller:ledger_only_due",
-    # Who may steer a work item: control keywords and arming, their claims, the principals a config names.
+    # Who may steer a work item: control keywords and arming, who someone is for an item, the claims.
     "control": "the_loop.control",
     "claims": "the_loop.control.claims",
-    "principals": "the_loop.routing.router:principals",
     # A work item ending and reopening upstream; its checkout; harness adapters' helpers.
     "closing": "the_loop.sessions.closing",
     "workspace": "the_loop.sessions.workspace",
@@ -64,7 +63,6 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
     from the_loop.inbox import Inbox  # noqa: F401
     from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due  # noqa: F401
     from the_loop.ingress.signing import signed_by  # noqa: F401
-    from the_loop.routing.router import principals  # noqa: F401
     from the_loop.sessions import closing, workspace  # noqa: F401
     from the_loop.sessions.harness import HarnessError, valid_session_id  # noqa: F401
     from the_loop.sessions.tmux import unframed  # noqa: F401

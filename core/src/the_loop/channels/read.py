@@ -85,9 +85,7 @@ def _speaker(config: LoadedConfig, name: str, ref: str, author: str) -> str:
     """``allowed`` (on the allow-list, ``routing.authorizedUsers[].<name>``, a member id compared exactly, as the
     router does), ``collaborator`` (on the item's roster: input only, never a binding act) or "" (a stranger). An
     empty list lets nobody in."""
-    if any(p.matches(name, author) for p in control.principals(config)):
-        return "allowed"
-    return "collaborator" if control.is_collaborator(config, [ref], name, author) else ""
+    return control.standing(config, [ref], name, author)
 
 
 _MENTION = re.compile(r"<@[UW][A-Z0-9_-]{1,20}(?:\|[^>]*)?>")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -150,6 +150,23 @@ def principals(config: LoadedConfig) -> list[Principal]:
         else:
             found.append(Principal({k: v for k, v in entry.model_dump().items() if k != "name" and v}))
     return found
+
+
+def is_principal(found: Iterable[Principal], provider: str, actor_id: str) -> bool:
+    """Whether ``actor_id`` (of ``provider``) is one of ``found`` (:func:`principals`): allowed to steer and to
+    arm. Nobody without an id is."""
+    return bool(actor_id) and any(p.matches(provider, actor_id) for p in found)
+
+
+def standing(
+    config: LoadedConfig, refs: Iterable[WorkItemRef | str], provider: str, actor_id: str
+) -> Literal["allowed", "collaborator", ""]:
+    """Who ``actor_id`` (of ``provider``) is for ``refs``, the one answer every ingress and channel asks:
+    ``allowed`` (named in ``routing.authorizedUsers``), ``collaborator`` (on one of the items' ``collaborators``
+    list: its input is delivered, its control keywords are not) or "" (a stranger)."""
+    if is_principal(principals(config), provider, actor_id):
+        return "allowed"
+    return "collaborator" if is_collaborator(config, refs, provider, actor_id) else ""
 
 
 def is_collaborator(config: LoadedConfig, refs: Iterable[WorkItemRef | str], provider: str, actor_id: str) -> bool:

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
-from the_loop.control import Principal, principals  # noqa: F401  (re-exported: sources import them from here)
+from the_loop.control import principals
 from the_loop.models import InboundEvent, WorkEvent
 from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.routing import commands, replies
@@ -173,7 +173,7 @@ class Router:
         actor = event.actor
         if actor is None or not actor.id:
             return False, False
-        if any(p.matches(actor.provider, actor.id) for p in self._principals):
+        if control.is_principal(self._principals, actor.provider, actor.id):
             return True, False
         # A relay is the-loop's own comment carrying the operator's words (a provider namespace no user can spell:
         # only an ingress builds actors, and it sets ``<provider>-relay`` only for the service account's relays).
@@ -311,7 +311,7 @@ class Router:
             ):
                 return Outcome("dropped", reason="pull-request-ended")
         actor = _actor(event)
-        authorized = bool(actor) and any(p.matches(event.actor.provider, actor) for p in self._principals)  # type: ignore[union-attr]
+        authorized = bool(actor) and control.is_principal(self._principals, event.actor.provider, actor)  # type: ignore[union-attr]
         report = closing.work_item_ended(
             self.config,
             closed,

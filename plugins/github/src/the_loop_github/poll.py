@@ -411,20 +411,10 @@ class GitHubPollSource(PollSource):
         return bool(parsed.command) and not parsed.ambiguous
 
     def _authorized(self, login: str, refs: list[WorkItemRef], collaborators: bool = True) -> bool:
-        """A named ``routing.authorizedUsers`` login, or (for comments) a collaborator granted on the item."""
-        from the_loop.toolkit import principals
-
-        if not login:
-            return False  # an empty or deleted author is nobody (B R20)
-        if any(p.matches(SCHEME, login) for p in principals(self.config)):
-            return True
-        if not collaborators:
-            return False
-        for ref in refs:
-            users = ((self.store.read(ref) or {}).get("collaborators") or {}).get("users") or []
-            if any(isinstance(u, dict) and str(u.get("login", "")).casefold() == login.casefold() for u in users):
-                return True
-        return False
+        """A named ``routing.authorizedUsers`` login, or (for comments) a collaborator granted on the item; an empty
+        or deleted author is nobody (B R20)."""
+        found = control.standing(self.config, refs, SCHEME, login)
+        return found == "allowed" or (collaborators and found == "collaborator")
 
     def _live(self, refs: list[WorkItemRef]) -> bool:
         """A live session owns one of the refs: its own, or a binding of the pull request on another record."""
