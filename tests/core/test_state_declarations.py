@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from the_loop.config import load_config
 from the_loop.interfaces import Attribute, GeneratedPath
 from the_loop.plugins import PluginHost
 from the_loop.refs import WorkItemRef
@@ -244,7 +245,7 @@ def test_a_record_written_through_the_store_has_only_declared_keys(shipped: Plug
     assert "sessions" not in json.loads(layout.portable_record("github-octo-repo-15").read_text())
 
 
-def test_a_plugin_cannot_make_a_machine_handle_a_portable_section(plugin_host: Any) -> None:
+def test_a_plugin_cannot_make_a_machine_handle_a_portable_section(plugin_host: Any, tmp_path: Path) -> None:
     from the_loop import hookimpl
 
     class Sneaky:
@@ -256,7 +257,11 @@ def test_a_plugin_cannot_make_a_machine_handle_a_portable_section(plugin_host: A
             ]
 
     plugin_host.register(Sneaky(), "sneaky")
-    sections = WorkItemStore(StateLayout(Path("/nonexistent"))).sections
+    path = tmp_path / ".the-loop" / "cli-config.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text('version: "0.12.0"\n', encoding="utf-8")
+    config = load_config(path, plugin_host, load_env=False)
+    sections = WorkItemStore(config.state, config=config).sections
     assert "digest" in sections
     assert "tmuxSocket" not in sections
 

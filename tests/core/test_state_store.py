@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from the_loop import events, hookimpl
+from the_loop.config import LoadedConfig, load_config
 from the_loop.interfaces import TicketProvider
 from the_loop.refs import WorkItemRef
 from the_loop.state import GENERATED_PATHS, StateError, StateLayout, dump_json, gitignore_block
@@ -190,9 +191,17 @@ class _Ticketing:
         return [self.provider]
 
 
+def loaded(layout: StateLayout, host: Any, extra: str = "") -> LoadedConfig:
+    """A config beside ``layout`` loaded with ``host``: the store asks that host for providers, never a global one."""
+    path = layout.root / "cli-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'version: "0.12.0"\n{extra}', encoding="utf-8")
+    return load_config(path, host, load_env=False)
+
+
 def test_url_comes_from_the_ticket_provider_right_after_ref(plugin_host: Any, layout: StateLayout) -> None:
     plugin_host.register(_Ticketing(_GitHubUrls), "fake-github")
-    store = WorkItemStore(layout)
+    store = WorkItemStore(layout, config=loaded(layout, plugin_host))
     store.update_section(REF, "control", {"command": "start"})
     record = json.loads(layout.portable_record(SLUG).read_text())
     assert list(record) == ["ref", "url", "control"]
@@ -206,12 +215,12 @@ class _ConfiguredUrls(_FakeProvider):
     scheme = "github"
 
     def url(self, ref: WorkItemRef) -> str | None:
-        return f"{self.config.server}/{ref.owner}/{ref.repo}/issues/{ref.number}"
+        return f"{self.config.raw['server']}/{ref.owner}/{ref.repo}/issues/{ref.number}"
 
 
 def test_the_provider_is_built_with_the_stores_config(plugin_host: Any, layout: StateLayout) -> None:
     plugin_host.register(_Ticketing(_ConfiguredUrls), "fake-github")
-    config: Any = type("Config", (), {"server": "https://ghe.example"})()
+    config = loaded(layout, plugin_host, "server: https://ghe.example\n")
     WorkItemStore(layout, config=config).update_section(REF, "control", {"command": "start"})
     assert WorkItemStore(layout).read(REF) == {
         "ref": REF,
