@@ -27,7 +27,9 @@ def test_a_corrupt_record_is_moved_aside_and_the_live_session_found_by_its_name_
     second = rig.dispatch("Another authorized comment.")
 
     assert (first.status, second.status) == ("delivered", "delivered"), (first, second)
-    assert rig.newest()[-2:] == ["An authorized comment, the item still armed.", "Another authorized comment."]
+    wanted = ["An authorized comment, the item still armed.", "Another authorized comment."]
+    # "delivered" means pasted and submitted; the model's request follows a moment later.
+    rig.wait_for(lambda requests: [texts[-1] for texts in requests if texts][-2:] == wanted)
     assert len(rig.kit.requests()) == 3 and rig.runner.list_sessions() == [target]  # the same agent, no second
     [moved] = path.parent.glob(f"{path.name}.corrupt-*")
     assert moved.read_text() == "{not json"  # reported and kept, never overwritten
