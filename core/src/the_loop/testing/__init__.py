@@ -10,6 +10,8 @@ Fixtures:
 - ``tmux_runner`` — a :class:`~the_loop.sessions.tmux.TmuxRunner` on a private tmux server, killed at teardown (no tmux:
   skipped, or failed under ``CI=true``); ``tmux_shim`` — a logging, fault-injecting tmux in front of it;
   ``fake_harness`` — the fake harness TUI's argv and log; ``claude_binary`` — the pinned real Claude Code CLI.
+- ``world`` — a :class:`~the_loop.testing.world.World`: the fake plugin on ``plugin_host``, a config with a dispatcher
+  and a router on ``tmux_runner``'s server, readers of records, harnesses, tickets and the event log, event builders.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import pytest
 from the_loop.plugins import PluginHost, set_host
 
 # The conformance scenarios assert in these modules: let pytest explain their failures as it does a test's.
-pytest.register_assert_rewrite("the_loop.testing.conformance", "the_loop_claude.conformance")
+pytest.register_assert_rewrite("the_loop.testing.conformance", "the_loop.testing.world", "the_loop_claude.conformance")
 
 
 @dataclass
@@ -344,3 +346,13 @@ def fake_harness(tmp_path: Path) -> Any:
     log = tmp_path / "fake-harness.jsonl"
     log.touch()
     return FakeHarness(log)
+
+
+@pytest.fixture
+def world(tmp_path: Path, plugin_host: TestHost, tmux_runner: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A :class:`~the_loop.testing.world.World` under ``tmp_path``: the fake plugin registered on ``plugin_host``, its
+    environment set, a config (written on first use or by ``world.configure(...)``) with a dispatcher on
+    ``tmux_runner``'s server and a router. A test module overrides it to state its config defaults once."""
+    from the_loop.testing.world import World
+
+    return World.create(tmp_path, tmux_runner, plugin_host, monkeypatch)
