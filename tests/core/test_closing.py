@@ -35,8 +35,8 @@ from the_loop.state.store import WorkItemStore
 from the_loop.testing import LoopEnv, fake_plugin, wait_for
 from the_loop.testing.harness import FakeHarness
 from the_loop.testing.shim import TmuxShim, split_commands
+from the_loop.testing.world import REF, World
 
-REF = "fake:octo/repo#15"
 TARGET = "loop-fake-octo-repo-15"
 PR_REF = "fake:octo/lib#7"
 PR_TARGET = "loop-fake-octo-lib-7"
@@ -77,63 +77,17 @@ def make_remote(tmp: Path) -> Path:
 # ------------------------------------------------------------------------------------------ in-process world
 
 
-@dataclass
-class World:
-    tmp: Path
-    config: LoadedConfig
-    runner: TmuxRunner
-    dispatcher: Dispatcher
-    logs: Path
-
-    def harness(self, session_id: str) -> FakeHarness:
-        return FakeHarness(self.logs / f"{session_id}.jsonl")
-
-    def own(self, ref: str = REF) -> Endpoint:
-        record = SessionRegistry(self.config.state).load(ref)
-        assert record is not None and record.own is not None
-        return record.own
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        return read_events(self.config.state.events_path, name)
-
-    def configure(self, **tmux: Any) -> None:
-        path = self.tmp / "cfg" / ".the-loop" / "cli-config.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        routing = {
-            "defaultHarness": "fake",
-            "spawnWorkdir": str(self.tmp / "work"),
-            "announce": {"enabled": False},
-            "tmux": {"socketName": self.runner.socket, **tmux},
-        }
-        path.write_text(yaml.safe_dump({"routing": routing}))
-        self.config = load_config(path, get_host())
-        events.configure(self.config.state.events_path, "test")
-        self.dispatcher = Dispatcher(self.config, runner=self.runner)
-
-    def spawn(self) -> FakeHarness:
-        outcome = self.dispatcher.dispatch(
-            WorkEvent(delivery_id=f"start-{time.time()}", work_item=REF, text="go", spawn=True)
-        )
-        assert outcome.status == "spawned", outcome
-        harness = self.harness(self.own().harness_session_id)
-        harness.wait_ready(screen=lambda: self.runner.capture(TARGET))
-        return harness
+CLOSING = {"routing": {"announce": {"enabled": False}}}
 
 
 @pytest.fixture
-def world(tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, monkeypatch: pytest.MonkeyPatch) -> World:
-    plugin_host.register(fake_plugin, "fake")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (tmp_path / "work").mkdir()
-    monkeypatch.setenv("FAKE_HARNESS_LOG", str(logs / "{session}.jsonl"))
-    world = World(tmp_path, None, tmux_runner, None, logs)  # type: ignore[arg-type]
-    world.configure()
+def world(world: World) -> World:
+    world.configure(defaults=CLOSING)
     return world
 
 
 def test_c20_close_keeps_a_dead_pane_with_its_scrollback_and_closes_the_record(world: World) -> None:
-    harness = world.spawn()
+    harness = world.spawn("go")
     assert world.dispatcher.dispatch(WorkEvent(delivery_id="d1", work_item=REF, text="remember me")).ok
     harness.wait_for_submitted(2)
     result = close_session(world.config, REF, runner=world.runner)
@@ -153,8 +107,8 @@ def test_c20_close_keeps_a_dead_pane_with_its_scrollback_and_closes_the_record(w
 @pytest.mark.parametrize("how", ["keepSessionOnClose: false", "kill_tmux=True"])
 def test_c20_the_session_is_killed_when_asked(world: World, how: str) -> None:
     if how.startswith("keep"):
-        world.configure(keepSessionOnClose=False)
-    world.spawn()
+        world.configure(tmux={"keepSessionOnClose": False})
+    world.spawn("go")
     result = close_session(world.config, REF, runner=world.runner, kill_tmux=True if how.startswith("kill") else None)
     assert [e.tmux for e in result.endpoints] == ["killed"]
     assert world.runner.probe(TARGET) == "absent"
@@ -163,8 +117,8 @@ def test_c20_the_session_is_killed_when_asked(world: World, how: str) -> None:
 
 @pytest.mark.parametrize("grace", [0.5, 0])
 def test_c21_a_harness_ignoring_sigterm_is_killed_after_the_grace(world: World, grace: float) -> None:
-    world.configure(harnessKillGraceSeconds=grace)
-    harness = world.spawn()
+    world.configure(tmux={"harnessKillGraceSeconds": grace})
+    harness = world.spawn("go")
     world.runner.deliver(TARGET, "/ignore-term")
     harness.wait_for_submitted(2)
     started = time.monotonic()
@@ -181,8 +135,8 @@ def test_c21_a_harness_ignoring_sigterm_is_killed_after_the_grace(world: World, 
 def test_r28_a_retained_session_whose_harness_runs_is_never_reclaimed(world: World) -> None:
     """killHarnessOnClose: false keeps the harness running in the retained pane; a later spawn for the item then
     finds a live occupant and fails with the remedy rather than kill it (R17, R28)."""
-    world.configure(killHarnessOnClose=False)
-    harness = world.spawn()
+    world.configure(tmux={"killHarnessOnClose": False})
+    harness = world.spawn("go")
     result = close_session(world.config, REF, runner=world.runner)
     assert [(e.tmux, e.harness_ok) for e in result.endpoints] == [("retained", None)]
     assert world.runner.probe(TARGET) == "live" and harness.records("signal") == []
@@ -217,7 +171,7 @@ def test_c22_a_target_that_is_not_a_loop_session_is_never_signalled(world: World
 def test_cleanup_reports_a_failed_step_and_still_runs_the_others(world: World, tmux_shim: TmuxShim) -> None:
     from the_loop.sessions.closing import cleanup
 
-    world.spawn()
+    world.spawn("go")
     cwd = str(world.tmp / "work")
     foreign = Endpoint("fake", "pr", cwd, tmux_target="work")  # not a loop- name: refused, reported
     SessionRegistry(world.config.state).update(REF, lambda record: record.sessions.update({PR_REF: foreign}))
@@ -235,7 +189,7 @@ def test_cleanup_reports_a_failed_step_and_still_runs_the_others(world: World, t
 def test_c26_an_unauthorized_close_closes_the_session_but_defers_cleanup(world: World, actor: str, reason: str) -> None:
     from the_loop.sessions.closing import work_item_ended
 
-    harness = world.spawn()
+    harness = world.spawn("go")
     report = work_item_ended(world.config, REF, reason="issue-closed", actor=actor, authorized=False, source="webhook")
     assert report.closed == [REF] and not report.cleaned and report.deferred == reason
     assert world.own().status == "closed"  # the record stays: nothing was cleaned up
