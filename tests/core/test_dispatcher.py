@@ -9,122 +9,34 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from the_loop import events, hookimpl
-from the_loop.config import LoadedConfig, load_config
+from the_loop import hookimpl
 from the_loop.hooks.lifecycle import Decision
 from the_loop.interfaces import Capabilities, Channel, HarnessAdapter, Launch
-from the_loop.models import WorkEvent
 from the_loop.sessions.dispatcher import Dispatcher, DispatchQueue, Outcome
-from the_loop.sessions.tmux import TmuxRunner
-from the_loop.state.registry import Endpoint, SessionRegistry
+from the_loop.state.registry import Endpoint
 from the_loop.testing import fake_plugin, wait_for
 from the_loop.testing.harness import FakeHarness
+from the_loop.testing.world import REF, World
 
-REF = "fake:octo/repo#15"
-
-
-@dataclass
-class World:
-    tmp: Path
-    config: LoadedConfig
-    runner: TmuxRunner
-    dispatcher: Dispatcher
-    logs: Path
-    tickets: Path
-    prepared: Path
-
-    def harness(self, session_id: str) -> FakeHarness:
-        return FakeHarness(self.logs / f"{session_id}.jsonl")
-
-    def record(self, ref: str = REF) -> Any:
-        return SessionRegistry(self.config.state).load(ref)
-
-    def own(self, ref: str = REF) -> Endpoint:
-        record = self.record(ref)
-        assert record is not None and record.own is not None
-        return record.own
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        path = self.config.state.events_path
-        lines = path.read_text().splitlines() if path.exists() else []
-        found = [json.loads(line) for line in lines]
-        return [e for e in found if name is None or e["event"] == name]
-
-    def comments(self, ref: str = REF) -> list[str]:
-        if not self.tickets.exists():
-            return []
-        return json.loads(self.tickets.read_text())["items"].get(ref, {}).get("comments", [])
-
-    def reload(self, **routing: Any) -> Dispatcher:
-        """A new dispatcher (a daemon restart) over a config with ``routing`` merged in."""
-        self.config = _write_config(self.tmp, self.runner, routing, self.config)
-        self.dispatcher = Dispatcher(self.config, runner=self.runner)
-        return self.dispatcher
-
-
-def _write_config(tmp: Path, runner: TmuxRunner, routing: dict[str, Any], previous: Any = None) -> LoadedConfig:
-    from the_loop.plugins import get_host
-
-    path = tmp / "cfg" / ".the-loop" / "cli-config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    base = {
-        "defaultHarness": "fake",
-        "spawnOnUnmatched": "always",
-        "spawnWorkdir": str(tmp / "work"),
-        "tmux": {"socketName": runner.socket, "resumeProbeSeconds": 0.3},
-    }
-    for key, value in routing.items():
-        if isinstance(value, dict):
-            base.setdefault(key, {}).update(value)
-        else:
-            base[key] = value
-    path.write_text(yaml.safe_dump({"routing": base}))
-    config = load_config(path, get_host())
-    events.configure(config.state.events_path, "test")
-    return config
+DISPATCHER = {"routing": {"spawnOnUnmatched": "always", "tmux": {"resumeProbeSeconds": 0.3}}}
 
 
 @pytest.fixture
-def world(tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, monkeypatch: pytest.MonkeyPatch) -> World:
-    plugin_host.register(fake_plugin, "fake")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (tmp_path / "work").mkdir()
-    monkeypatch.setenv("FAKE_HARNESS_LOG", str(logs / "{session}.jsonl"))
-    monkeypatch.setenv("FAKE_TICKETS", str(tmp_path / "tickets.json"))
-    monkeypatch.setenv("FAKE_HARNESS_PREPARED", str(tmp_path / "prepared.txt"))
-    config = _write_config(tmp_path, tmux_runner, {})
-    dispatcher = Dispatcher(config, runner=tmux_runner)
-    return World(tmp_path, config, tmux_runner, dispatcher, logs, tmp_path / "tickets.json", tmp_path / "prepared.txt")
-
-
-_counter = iter(range(1, 10**9))
-
-
-def event(text: str = "hello", *, ref: str = REF, spawn: bool = False, delivery_id: str | None = None) -> WorkEvent:
-    return WorkEvent(delivery_id=delivery_id or f"d{next(_counter)}", work_item=ref, text=text, spawn=spawn)
-
-
-def spawned(world: World, ref: str = REF) -> FakeHarness:
-    outcome = world.dispatcher.dispatch(event("start the work", ref=ref, spawn=True))
-    assert outcome.status == "spawned", outcome
-    harness = world.harness(world.own(ref).harness_session_id)
-    harness.wait_ready(screen=lambda: world.runner.capture(world.own(ref).tmux_target))
-    return harness
+def world(world: World) -> World:
+    world.configure(defaults=DISPATCHER)
+    return world
 
 
 # ------------------------------------------------------------------------------------------------ spawning
 
 
 def test_c1_first_spawn_registers_a_v2_record_and_announces_once(world: World) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     own = world.own()
     assert own.tmux_target == "loop-fake-octo-repo-15"
     assert own.status == "active" and own.harness == "fake" and own.cwd == str(world.tmp / "work")
@@ -146,32 +58,32 @@ def test_c1_first_spawn_registers_a_v2_record_and_announces_once(world: World) -
 
 
 def test_r9_remain_on_exit_false_is_honoured_and_an_exited_harness_leaves_no_pane(world: World) -> None:
-    world.reload(tmux={"remainOnExit": False})
-    harness = spawned(world)
+    world.configure(tmux={"remainOnExit": False})
+    harness = world.spawn()
     target = world.own().tmux_target
     shown = world.runner._run(["show-options", "-w", "-t", f"={target}:", "remain-on-exit"])
     assert shown is not None and b"remain-on-exit on" not in shown.stdout
-    world.dispatcher.dispatch(event("/exit 0"))
+    world.dispatcher.dispatch(world.work_event("/exit 0"))
     harness.wait_for("exit")
     wait_for(lambda: world.runner.probe(target) == "absent")  # no dead pane kept
-    assert world.dispatcher.dispatch(event("again")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("again")).status == "respawned"
     assert harness.wait_for_submitted(3)[-1] == "again"
 
 
 def test_c2_a_dotted_repository_gets_the_name_tmux_gives_it(world: World) -> None:
     ref = "fake:octo/foo.js#15"
-    harness = spawned(world, ref)
+    harness = world.spawn(ref=ref)
     own = world.own(ref)
     assert own.tmux_target == "loop-fake-octo-foo_js-15"
     assert world.config.state.local_record("fake-octo-foo.js-15").exists()
     assert world.runner.probe(own.tmux_target) == "live"
-    assert world.dispatcher.dispatch(event("next", ref=ref)).status == "delivered"
+    assert world.dispatcher.dispatch(world.work_event("next", ref=ref)).status == "delivered"
     assert harness.wait_for_submitted(2)[-1] == "next"
 
 
 def test_c3_a_v1_record_with_the_dotted_name_reaches_the_live_session(world: World) -> None:
     ref = "fake:octo/foo.js#15"
-    harness = spawned(world, ref)
+    harness = world.spawn(ref=ref)
     own = world.own(ref)
     path = world.config.state.local_record("fake-octo-foo.js-15")
     path.write_text(
@@ -187,7 +99,7 @@ def test_c3_a_v1_record_with_the_dotted_name_reaches_the_live_session(world: Wor
             }
         )
     )
-    assert world.dispatcher.dispatch(event("via v1", ref=ref)).status == "delivered"
+    assert world.dispatcher.dispatch(world.work_event("via v1", ref=ref)).status == "delivered"
     assert harness.wait_for_submitted(2)[-1] == "via v1"
     assert len(harness.records("start")) == 1  # no respawn
     data = json.loads(path.read_text())
@@ -195,13 +107,13 @@ def test_c3_a_v1_record_with_the_dotted_name_reaches_the_live_session(world: Wor
 
 
 def test_a_v1_record_naming_no_harness_respawns_its_conversation_with_the_default_harness(world: World) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     own = world.own()
     world.runner.kill(own.tmux_target)
     path = world.config.state.local_record("fake-octo-repo-15")
     v1 = {"workItem": {"ref": REF}, "harnessSessionId": own.harness_session_id, "cwd": own.cwd, "status": "active"}
     path.write_text(json.dumps(v1))  # written before records named their harness
-    assert world.dispatcher.dispatch(event("after the upgrade")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("after the upgrade")).status == "respawned"
     assert harness.wait_for_submitted(2)[-1] == "after the upgrade"
     assert [e["resumed"] for e in world.events("session.respawned")] == [True]
     assert world.own().harness == "fake"
@@ -210,11 +122,11 @@ def test_a_v1_record_naming_no_harness_respawns_its_conversation_with_the_defaul
 def test_preparation_runs_before_every_spawn_and_both_halves_of_a_respawn(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spawned(world)
+    world.spawn()
     assert len(world.prepared.read_text().splitlines()) == 1
     monkeypatch.setenv("FAKE_HARNESS_REFUSE_RESUME", "1")
     world.runner.kill(world.own().tmux_target)
-    outcome = world.dispatcher.dispatch(event("after"))
+    outcome = world.dispatcher.dispatch(world.work_event("after"))
     assert outcome.status == "respawned", (outcome, world.events("session.spawn_failed"))
     assert len(world.prepared.read_text().splitlines()) == 3  # the resume attempt and the fresh fallback
 
@@ -266,7 +178,7 @@ def test_channels_open_before_the_spawn_and_a_failing_one_never_blocks_it(world:
             raise RuntimeError("slack is down")
 
     register_channels(plugin_host, Broken, Opens)
-    spawned(world)
+    world.spawn()
     assert opened == [REF]
     failed = world.events("channel.open_failed")
     assert [e["channel"] for e in failed] == ["broken"] and "slack is down" in failed[0]["error"]
@@ -279,7 +191,7 @@ def test_a_session_spawn_hook_can_refuse_and_a_raising_hook_changes_nothing(worl
             raise RuntimeError("hook bug")
 
     plugin_host.register(Hooks(), "raising")
-    spawned(world)
+    world.spawn()
     assert world.events("hooks.failed")[0]["point"] == "session_spawn"
 
     class Refuses:
@@ -288,7 +200,7 @@ def test_a_session_spawn_hook_can_refuse_and_a_raising_hook_changes_nothing(worl
             return Decision(proceed=False, reason="not today")
 
     plugin_host.register(Refuses(), "refuses")
-    outcome = world.dispatcher.dispatch(event("x", ref="fake:octo/repo#16", spawn=True))
+    outcome = world.dispatcher.dispatch(world.work_event("x", ref="fake:octo/repo#16", spawn=True))
     assert outcome == Outcome("dropped", reason="hook-refused", error="not today")
     assert world.record("fake:octo/repo#16") is None
 
@@ -297,7 +209,7 @@ def test_c15_a_live_occupant_is_never_spawned_over(world: World, tmp_path: Path)
     occupant = FakeHarness(tmp_path / "occupant.jsonl")
     world.runner.spawn("loop-fake-octo-repo-15", tmp_path, occupant.argv(session_id="human"))
     occupant.wait_ready()
-    outcome = world.dispatcher.dispatch(event("go", spawn=True))
+    outcome = world.dispatcher.dispatch(world.work_event("go", spawn=True))
     assert outcome.status == "failed" and not outcome.will_retry
     assert "kill-session -t loop-fake-octo-repo-15" in outcome.error
     assert world.events("session.spawn_failed")[0]["tmux_target"] == "loop-fake-octo-repo-15"
@@ -330,8 +242,8 @@ class _AdapterPlugin:
 
 def test_c18_a_missing_harness_binary_creates_no_tmux_session(world: World, plugin_host: Any) -> None:
     plugin_host.register(_AdapterPlugin(), "adapters")
-    dispatcher = world.reload(defaultHarness="missing")
-    outcome = dispatcher.dispatch(event("go", spawn=True))
+    dispatcher = world.configure(defaultHarness="missing")
+    outcome = dispatcher.dispatch(world.work_event("go", spawn=True))
     assert outcome.status == "failed" and outcome.will_retry
     assert "not found on PATH" in outcome.error
     assert world.runner.list_sessions() == []
@@ -341,10 +253,10 @@ def test_c18_a_missing_harness_binary_creates_no_tmux_session(world: World, plug
 def test_c18_a_respawn_without_the_harness_binary_creates_no_session_and_releases_the_id(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spawned(world)
+    world.spawn()
     world.runner.kill(world.own().tmux_target)
     monkeypatch.setenv("FAKE_HARNESS_PYTHON", str(world.tmp / "no-such-python"))
-    outcome = world.dispatcher.dispatch(event("are you there", delivery_id="r-1"))
+    outcome = world.dispatcher.dispatch(world.work_event("are you there", delivery_id="r-1"))
     assert outcome.status == "failed" and outcome.will_retry and outcome.error.startswith("respawn: ")
     assert "not found on PATH" in outcome.error
     assert world.runner.list_sessions() == []
@@ -352,7 +264,9 @@ def test_c18_a_respawn_without_the_harness_binary_creates_no_session_and_release
     assert failed["error"].startswith("respawn: ") and failed["will_retry"] is True
     assert world.events("session.spawn_failed")[-1]["will_retry"] is True
     monkeypatch.delenv("FAKE_HARNESS_PYTHON")
-    assert world.dispatcher.dispatch(event("are you there", delivery_id="r-1")).status == "respawned"  # released
+    assert (
+        world.dispatcher.dispatch(world.work_event("are you there", delivery_id="r-1")).status == "respawned"
+    )  # released
 
 
 def test_c15_a_record_without_a_target_never_kills_a_live_occupant(
@@ -368,7 +282,7 @@ def test_c15_a_record_without_a_target_never_kills_a_live_occupant(
     )
     monkeypatch.setenv("FAKE_HARNESS_PYTHON", str(world.tmp / "no-such-python"))
     world.dispatcher.runner = tmux_shim.runner()
-    outcome = world.dispatcher.dispatch(event("for whoever is there"))
+    outcome = world.dispatcher.dispatch(world.work_event("for whoever is there"))
     assert outcome.status == "delivered"
     assert occupant.wait_for_submitted(1) == ["for whoever is there"]
     assert world.runner.probe("loop-fake-octo-repo-15") == "live"
@@ -382,7 +296,7 @@ def test_c19_a_harness_that_cannot_be_tmux_hosted_is_refused_by_name(world: Worl
     opened: list[str] = []
     plugin_host.register(_AdapterPlugin(), "adapters")
     register_channels(plugin_host, opening_channel(opened))
-    outcome = world.reload(defaultHarness="oneshot").dispatch(event("go", spawn=True))
+    outcome = world.configure(defaultHarness="oneshot").dispatch(world.work_event("go", spawn=True))
     assert outcome.status == "failed" and not outcome.will_retry
     assert "'oneshot'" in outcome.error and "pre-assignable session id" in outcome.error
     assert world.runner.list_sessions() == []
@@ -392,7 +306,7 @@ def test_c19_a_harness_that_cannot_be_tmux_hosted_is_refused_by_name(world: Worl
 def test_c32_the_session_gets_its_identity_and_no_credentials(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GH_TOKEN", "ghp_secret_value")
     monkeypatch.setenv("THE_LOOP_GH_WEBHOOK_SECRET", "hook-secret")
-    harness = spawned(world)
+    harness = world.spawn()
     start = harness.records("start")[0]
     assert start["env"]["THE_LOOP_WORK_ITEM"] == REF
     assert start["env"]["THE_LOOP_CLI_CONFIG"] == str(world.config.ref.path)
@@ -405,58 +319,58 @@ def test_c32_the_session_gets_its_identity_and_no_credentials(world: World, monk
 
 
 def test_c4_c6_events_arrive_in_order_each_as_one_submitted_message(world: World) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     texts = [f"event {n}\nline two of {n}" for n in range(20)]
     for text in texts:
-        assert world.dispatcher.dispatch(event(text)).status == "delivered"
+        assert world.dispatcher.dispatch(world.work_event(text)).status == "delivered"
     assert harness.wait_for_submitted(21)[1:] == texts
     assert world.own().last_event_at
     assert len(world.events("dispatch.succeeded")) == 20
 
 
 def test_input_is_cleaned_of_terminal_escapes(world: World) -> None:
-    harness = spawned(world)
-    world.dispatcher.dispatch(event("before\x1b[31mred\x1b[0m\x07after"))
+    harness = world.spawn()
+    world.dispatcher.dispatch(world.work_event("before\x1b[31mred\x1b[0m\x07after"))
     assert harness.wait_for_submitted(2)[-1] == "before[31mred[0mafter"
 
 
 def test_c8_a_delivery_id_is_delivered_once_even_after_a_restart(world: World) -> None:
-    harness = spawned(world)
-    assert world.dispatcher.dispatch(event("once", delivery_id="d-1")).status == "delivered"
-    assert world.dispatcher.dispatch(event("once", delivery_id="d-1")).reason == "duplicate-delivery"
-    restarted = world.reload()
-    assert restarted.dispatch(event("once", delivery_id="d-1")).reason == "already-processed"
+    harness = world.spawn()
+    assert world.dispatcher.dispatch(world.work_event("once", delivery_id="d-1")).status == "delivered"
+    assert world.dispatcher.dispatch(world.work_event("once", delivery_id="d-1")).reason == "duplicate-delivery"
+    restarted = world.configure()
+    assert restarted.dispatch(world.work_event("once", delivery_id="d-1")).reason == "already-processed"
     harness.wait_for_submitted(2)
     for n in range(60):
-        restarted.dispatch(event(f"n{n}", delivery_id=f"bulk-{n}"))
+        restarted.dispatch(world.work_event(f"n{n}", delivery_id=f"bulk-{n}"))
     assert world.own().recent_deliveries == [f"bulk-{n}" for n in range(10, 60)]
     assert harness.submitted().count("once") == 1
 
 
 def test_no_session_means_no_spawn_for_a_plain_event(world: World) -> None:
-    outcome = world.dispatcher.dispatch(event("hello"))
+    outcome = world.dispatcher.dispatch(world.work_event("hello"))
     assert outcome == Outcome("dropped", reason="no-session")
     assert world.runner.list_sessions() == []
     assert world.events("dispatch.dropped")[0]["reason"] == "no-session"
 
 
 def test_c23_a_paused_session_gets_nothing_and_nothing_is_replayed(world: World) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     world.dispatcher.registry.update(REF, lambda r: setattr(r.own, "status", "paused"))
-    assert world.dispatcher.dispatch(event("suppressed")).reason == "session-paused"
+    assert world.dispatcher.dispatch(world.work_event("suppressed")).reason == "session-paused"
     world.dispatcher.registry.update(REF, lambda r: setattr(r.own, "status", "active"))
-    world.dispatcher.dispatch(event("after resume"))
+    world.dispatcher.dispatch(world.work_event("after resume"))
     assert harness.wait_for_submitted(2)[1:] == ["after resume"]
 
 
 def test_c7_concurrent_items_each_get_exactly_their_own_events_in_order(world: World) -> None:
     refs = [f"fake:octo/repo#{n}" for n in range(21, 25)]
-    harnesses = {ref: spawned(world, ref) for ref in refs}
+    harnesses = {ref: world.spawn(ref=ref) for ref in refs}
     queue = DispatchQueue(world.dispatcher, max_workers=4)
     futures = []
     for n in range(50):
         for ref in refs:
-            futures.append(queue.submit(event(f"{ref} #{n}", ref=ref)))
+            futures.append(queue.submit(world.work_event(f"{ref} #{n}", ref=ref)))
     assert all(f.result(timeout=60).status == "delivered" for f in futures)
     queue.shutdown()
     for ref, harness in harnesses.items():
@@ -467,10 +381,10 @@ def test_c7_concurrent_items_each_get_exactly_their_own_events_in_order(world: W
 
 
 def test_c9_a_killed_session_is_respawned_resuming_the_same_conversation(world: World) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     session_id = world.own().harness_session_id
     world.runner.kill(world.own().tmux_target)
-    outcome = world.dispatcher.dispatch(event("are you there", delivery_id="after-kill"))
+    outcome = world.dispatcher.dispatch(world.work_event("are you there", delivery_id="after-kill"))
     assert outcome.status == "respawned"
     starts = harness.wait_for("start", 2)
     assert starts[1]["mode"] == "resume" and starts[1]["session_id"] == session_id
@@ -482,10 +396,10 @@ def test_c9_a_killed_session_is_respawned_resuming_the_same_conversation(world: 
 
 
 def test_a_killed_tmux_server_leads_to_the_same_conversation_resumed(world: World) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     session_id = world.own().harness_session_id
     world.runner._run(["kill-server"])
-    assert world.dispatcher.dispatch(event("back")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("back")).status == "respawned"
     assert harness.wait_for("start", 2)[1]["session_id"] == session_id
     assert world.runner.probe(world.own().tmux_target) == "live"
 
@@ -495,10 +409,10 @@ def test_a_respawn_for_a_long_event_boots_with_it_capped_instead_of_failing_fore
     whose pending event is longer boots with it capped (as a first spawn does), rather than failing every retry."""
     from the_loop.sessions.prompts import BOOT_PROMPT_CAP
 
-    harness = spawned(world)
+    harness = world.spawn()
     world.runner.kill(world.own().tmux_target)
     long_text = "word " * 5000  # 25,000 bytes
-    assert world.dispatcher.dispatch(event(long_text)).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event(long_text)).status == "respawned"
     boot = harness.wait_for_submitted(2)[-1]
     assert long_text.startswith(boot[:1000]) and boot.endswith("[… truncated by the-loop]")
     assert len(boot.encode()) <= BOOT_PROMPT_CAP
@@ -506,23 +420,23 @@ def test_a_respawn_for_a_long_event_boots_with_it_capped_instead_of_failing_fore
 
 
 def test_c10_an_exited_harness_leaves_a_dead_pane_that_is_replaced(world: World) -> None:
-    harness = spawned(world)
-    world.dispatcher.dispatch(event("/exit 0"))
+    harness = world.spawn()
+    world.dispatcher.dispatch(world.work_event("/exit 0"))
     wait_for(lambda: world.runner.probe(world.own().tmux_target) == "dead")
-    assert world.dispatcher.dispatch(event("again")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("again")).status == "respawned"
     assert harness.wait_for("start", 2)[1]["mode"] == "resume"
     assert harness.submitted().count("again") == 1
 
 
 def test_c11_a_refused_resume_falls_back_to_a_fresh_conversation(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    spawned(world)
+    world.spawn()
     old_id = world.own().harness_session_id
     monkeypatch.setenv("FAKE_HARNESS_REFUSE_RESUME", "1")
     world.runner.kill(world.own().tmux_target)
-    assert world.dispatcher.dispatch(event("fresh please")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("fresh please")).status == "respawned"
     new_id = world.own().harness_session_id
     assert new_id != old_id
-    fresh = world.harness(new_id)
+    fresh = world.harness(session_id=new_id)
     assert fresh.wait_for("start")[0]["mode"] == "fresh"
     assert fresh.wait_for_submitted(1) == ["fresh please"]
     assert world.events("session.resume_failed")[0]["harness_session_id"] == old_id
@@ -531,14 +445,14 @@ def test_c11_a_refused_resume_falls_back_to_a_fresh_conversation(world: World, m
 
 @pytest.mark.parametrize("case", ["opted-out", "bad-id"])
 def test_c12_no_resume_when_opted_out_or_the_recorded_id_is_not_an_id(world: World, case: str) -> None:
-    spawned(world)
+    world.spawn()
     if case == "opted-out":
-        world.reload(tmux={"resumeOnRespawn": False})
+        world.configure(tmux={"resumeOnRespawn": False})
     else:
         world.dispatcher.registry.update(REF, lambda r: setattr(r.own, "harness_session_id", "--help"))
     world.runner.kill(world.own().tmux_target)
-    assert world.dispatcher.dispatch(event("new")).status == "respawned"
-    new = world.harness(world.own().harness_session_id)
+    assert world.dispatcher.dispatch(world.work_event("new")).status == "respawned"
+    new = world.harness()
     start = new.wait_for("start")[0]
     assert "--resume" not in start["argv"] and start["mode"] == "fresh"
     assert world.events("session.resume_failed")
@@ -560,7 +474,7 @@ def test_c31_a_record_without_a_tmux_session_heals_on_its_next_event(world: Worl
             }
         )
     )
-    assert world.dispatcher.dispatch(event("first event")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("first event")).status == "respawned"
     assert world.own().tmux_target == "loop-fake-octo-repo-15"
     data = json.loads(path.read_text())
     assert data["version"] == 2 and "runner" not in data["sessions"][REF]
@@ -569,11 +483,11 @@ def test_c31_a_record_without_a_tmux_session_heals_on_its_next_event(world: Worl
 def test_c14_a_stale_dead_reading_ends_in_a_delivery_not_a_respawn(
     world: World, tmux_shim: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     world.dispatcher.runner = tmux_shim.runner()
     tmux_shim.set_faults(panes_dead=1)  # the delivery's own liveness check is real; the first probe lies
     world.dispatcher.runner.deliver = _missing_once(world.dispatcher.runner.deliver)  # type: ignore[method-assign]
-    assert world.dispatcher.dispatch(event("still here")).status == "delivered"
+    assert world.dispatcher.dispatch(world.work_event("still here")).status == "delivered"
     assert harness.wait_for_submitted(2)[-1] == "still here"
     assert world.events("session.respawn_averted")
     assert tmux_shim.count("new-session") == 0 and tmux_shim.count("kill-session") == 0
@@ -595,36 +509,36 @@ def _missing_once(deliver: Any) -> Any:
 
 
 def test_c13_an_unanswered_probe_never_causes_a_respawn_over_a_live_session(world: World, tmux_shim: Any) -> None:
-    harness = spawned(world)
+    harness = world.spawn()
     world.dispatcher.runner = tmux_shim.runner(timeout=1)
     tmux_shim.set_faults(delay={"has-session": [3, -1]})
-    assert world.dispatcher.dispatch(event("probe is slow")).status == "delivered"
+    assert world.dispatcher.dispatch(world.work_event("probe is slow")).status == "delivered"
     assert harness.wait_for_submitted(2)[-1] == "probe is slow"
     assert tmux_shim.count("new-session") == 0 and tmux_shim.count("kill-session") == 0
 
 
 def test_c16_a_dead_occupant_that_cannot_be_cleared_keeps_the_delivery_id(world: World, tmux_shim: Any) -> None:
-    harness = spawned(world)
-    world.dispatcher.dispatch(event("/exit 0"))
+    harness = world.spawn()
+    world.dispatcher.dispatch(world.work_event("/exit 0"))
     wait_for(lambda: world.runner.probe(world.own().tmux_target) == "dead")
     harness.wait_for("exit")
     world.dispatcher.runner = tmux_shim.runner()
     tmux_shim.set_faults(fail={"kill-session": -1})
-    outcome = world.dispatcher.dispatch(event("blocked", delivery_id="stuck"))
+    outcome = world.dispatcher.dispatch(world.work_event("blocked", delivery_id="stuck"))
     assert outcome.reason == "session-occupied"
     dropped = [e for e in world.events("dispatch.dropped") if e["reason"] == "session-occupied"]
     assert dropped and dropped[0]["level"] == "error"
-    assert world.dispatcher.dispatch(event("blocked", delivery_id="stuck")).reason == "duplicate-delivery"
+    assert world.dispatcher.dispatch(world.work_event("blocked", delivery_id="stuck")).reason == "duplicate-delivery"
 
 
 def test_dispatches_never_run_send_keys_or_name_a_client(world: World, tmux_shim: Any) -> None:
     from the_loop.testing.shim import violations
 
     world.dispatcher.runner = tmux_shim.runner()
-    harness = spawned(world)
-    world.dispatcher.dispatch(event("a\nb"))
+    harness = world.spawn()
+    world.dispatcher.dispatch(world.work_event("a\nb"))
     world.runner.kill(world.own().tmux_target)
-    world.dispatcher.dispatch(event("respawn"))
+    world.dispatcher.dispatch(world.work_event("respawn"))
     harness.wait_for_submitted(2)
     assert tmux_shim.calls()
     assert violations(tmux_shim.calls()) == []
@@ -638,7 +552,7 @@ def test_one_work_items_dispatches_are_serialised_across_dispatchers(world: Worl
 
     def go(dispatcher: Dispatcher, n: int) -> None:
         barrier.wait()
-        results.append(dispatcher.dispatch(event(f"start {n}", spawn=True)))
+        results.append(dispatcher.dispatch(world.work_event(f"start {n}", spawn=True)))
 
     threads = [threading.Thread(target=go, args=(d, n)) for n, d in enumerate((world.dispatcher, other))]
     for thread in threads:
@@ -654,13 +568,15 @@ def test_a_crash_between_the_paste_and_the_record_delivers_again_after_a_restart
     """Kill point "between paste and record": the delivery id was not yet in recentDeliveries, so the restarted
     daemon pastes the event a second time (at-least-once: a human's comment is never lost). A crash after the record
     drops the redelivery as already-processed."""
-    harness = spawned(world)
+    harness = world.spawn()
     mocker.patch.object(Dispatcher, "_record_delivery", side_effect=SystemExit("killed"))  # an injected fault
     with pytest.raises(SystemExit):
-        world.dispatcher.dispatch(event("exactly this", delivery_id="kp-1"))
+        world.dispatcher.dispatch(world.work_event("exactly this", delivery_id="kp-1"))
     mocker.stopall()
-    restarted = world.reload()
-    assert restarted.dispatch(event("exactly this", delivery_id="kp-1")).status == "delivered"
+    restarted = world.configure()
+    assert restarted.dispatch(world.work_event("exactly this", delivery_id="kp-1")).status == "delivered"
     assert harness.wait_for_submitted(3)[1:] == ["exactly this", "exactly this"]
-    assert restarted.dispatch(event("exactly this", delivery_id="kp-1")).reason == "duplicate-delivery"
-    assert world.reload().dispatch(event("exactly this", delivery_id="kp-1")).reason == "already-processed"
+    assert restarted.dispatch(world.work_event("exactly this", delivery_id="kp-1")).reason == "duplicate-delivery"
+    assert (
+        world.configure().dispatch(world.work_event("exactly this", delivery_id="kp-1")).reason == "already-processed"
+    )
