@@ -12,122 +12,40 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from the_loop import events
-from the_loop.config import load_config
-from the_loop.models import Actor, InboundEvent
 from the_loop.refs import parse_ref
-from the_loop.routing.router import Router
-from the_loop.sessions.dispatcher import Dispatcher
-from the_loop.sessions.tmux import TmuxRunner
-from the_loop.state.registry import SessionRegistry
-from the_loop.state.slugs import slug_of, tmux_name_of
+from the_loop.sessions.dispatcher import Outcome
+from the_loop.state.slugs import tmux_name_of
 from the_loop.testing import fake_plugin, wait_for
 from the_loop.testing.harness import FakeHarness
+from the_loop.testing.world import LABEL, REF, World
 
-REF = "fake:octo/repo#15"
-LABEL = "the-loop: auto-execute"
-
-
-class World:
-    def __init__(self, tmp: Path, runner: TmuxRunner) -> None:
-        self.tmp = tmp
-        self.runner = runner
-        self.logs = tmp / "logs"
-        self.tickets = tmp / "tickets.json"
-        self.config_path = tmp / "cfg" / ".the-loop" / "cli-config.yaml"
-        self.configure()
-        self._n = 0
-
-    def configure(self, repositories: tuple[str, ...] = ("octo/repo",), **routing: Any) -> None:
-        from the_loop.plugins import get_host
-
-        self.config_path.parent.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "enabled": True,
-            "defaultHarness": "fake",
-            "spawnOnUnmatched": "labeled",
-            "authorizedUsers": ["octocat", {"name": "Dana", "github": "Dana-GH"}],
-            "spawnWorkdir": str(self.tmp / "work"),
-            "tmux": {"socketName": self.runner.socket, "resumeProbeSeconds": 0.3},
-            **routing,
-        }
-        self.config_path.write_text(yaml.safe_dump({"repositories": list(repositories), "routing": settings}))
-        self.config = load_config(self.config_path, get_host())
-        events.configure(self.config.state.events_path, "test")
-        self.router = Router(self.config, Dispatcher(self.config, runner=self.runner))
-
-    def event(
-        self,
-        body: str | None = "hello",
-        *,
-        ref: str = REF,
-        actor: str | None = "octocat",
-        kind: str = "comment",
-        labels: tuple[str, ...] = (LABEL,),
-        repository: str = "octo/repo",
-        key: str | None = None,
-        closed: str | None = None,
-    ) -> InboundEvent:
-        self._n += 1
-        return InboundEvent(
-            dedupe_key=key or f"fake:comment:{self._n}",
-            delivery_id=f"delivery-{self._n}",
-            provider="fake",
-            transport="webhook",
-            event="issue_comment",
-            action="created",
-            kind=kind,  # type: ignore[arg-type]
-            repository=repository,
-            actor=Actor(provider="github", id=actor) if actor else None,
-            body=body,
-            entity=ref,
-            work_items=(ref,),
-            labels=labels,
-            url=f"https://tickets.example/{self._n}",
-            excerpt={"comment": {"body": body or "", "author": actor or ""}},
-            ack={"ref": ref, "id": str(self._n)},
-            closed=closed,  # type: ignore[arg-type]
-        )
-
-    def handle(self, *args: Any, **kwargs: Any) -> Any:
-        return self.router.handle(self.event(*args, **kwargs))
-
-    def own(self, ref: str = REF) -> Any:
-        record = SessionRegistry(self.config.state).load(ref)
-        return record.own if record else None
-
-    def harness(self, ref: str = REF) -> FakeHarness:
-        return FakeHarness(self.logs / f"{self.own(ref).harness_session_id}.jsonl")
-
-    def log(self, name: str) -> list[dict[str, Any]]:
-        path = self.config.state.events_path
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [e for e in map(json.loads, lines) if e["event"] == name]
-
-    def ticket(self, ref: str = REF) -> dict[str, Any]:
-        return json.loads(self.tickets.read_text())["items"].get(ref, {}) if self.tickets.exists() else {}
-
-    def control(self, ref: str = REF) -> dict[str, Any] | None:
-        path = self.config.state.portable_record(slug_of(self.config.state, ref))
-        return json.loads(path.read_text()).get("control") if path.exists() else None
+ROUTER = {
+    "repositories": ["octo/repo"],
+    "routing": {
+        "enabled": True,
+        "spawnOnUnmatched": "labeled",
+        "authorizedUsers": ["octocat", {"name": "Dana", "github": "Dana-GH"}],
+        "tmux": {"resumeProbeSeconds": 0.3},
+    },
+}
 
 
 @pytest.fixture
-def world(tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, monkeypatch: pytest.MonkeyPatch) -> World:
-    plugin_host.register(fake_plugin, "fake")
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "work").mkdir()
-    monkeypatch.setenv("FAKE_HARNESS_LOG", str(tmp_path / "logs" / "{session}.jsonl"))
-    monkeypatch.setenv("FAKE_TICKETS", str(tmp_path / "tickets.json"))
-    return World(tmp_path, tmux_runner)
+def world(world: World) -> World:
+    world.configure(defaults=ROUTER)
+    return world
+
+
+def handle(world: World, *args: Any, **kwargs: Any) -> Outcome:
+    """Route one event made by ``world.inbound_event(*args, **kwargs)``."""
+    return world.router.handle(world.inbound_event(*args, **kwargs))
 
 
 def started(world: World) -> FakeHarness:
-    outcome = world.handle("the-loop start")
+    outcome = handle(world, "the-loop start")
     assert outcome.reason == "control-executed", outcome
     harness = world.harness()
     harness.wait_ready(screen=lambda: world.runner.capture(world.own().tmux_target))
@@ -145,12 +63,12 @@ def test_a4_an_authorized_start_spawns_records_control_announces_and_reacts(worl
     ticket = world.ticket()
     assert sum("attach -t loop-fake-octo-repo-15" in c for c in ticket["comments"]) == 1
     assert [r["reaction"] for r in ticket["reactions"]] == ["eyes", "hooray"]
-    assert world.log("control.command")[0]["effect"] == "started"
+    assert world.events("control.command")[0]["effect"] == "started"
 
 
 def test_a5_a_comment_reaches_the_live_session_as_one_message_with_a_clean_excerpt(world: World) -> None:
     harness = started(world)
-    assert world.handle("please add tests").status == "delivered"
+    assert handle(world, "please add tests").status == "delivered"
     message = harness.wait_for_submitted(2)[-1]
     fenced = message.split("```json\n", 1)[1].rsplit("\n```", 1)[0]
     assert json.loads(fenced) == {"comment": {"body": "please add tests", "author": "octocat"}}
@@ -159,79 +77,79 @@ def test_a5_a_comment_reaches_the_live_session_as_one_message_with_a_clean_excer
 
 def test_a6_the_same_object_is_delivered_once_even_after_a_restart(world: World) -> None:
     harness = started(world)
-    assert world.handle("once", key="fake:comment:dup").status == "delivered"
+    assert handle(world, "once", key="fake:comment:dup").status == "delivered"
     world.configure()  # a restart: a new router and dispatcher
-    assert world.handle("once", key="fake:comment:dup").reason == "already-processed"
+    assert handle(world, "once", key="fake:comment:dup").reason == "already-processed"
     harness.wait_for_submitted(2)
     assert sum("once" in text for text in harness.submitted()) == 1
 
 
 def test_a7_strangers_and_self_authored_comments_are_dropped_first(world: World) -> None:
     started(world)
-    assert world.handle("hi", actor="mallory").reason == "unauthorized-actor"
+    assert handle(world, "hi", actor="mallory").reason == "unauthorized-actor"
     marked = f"done\n\n{fake_plugin.MARKER}"
-    assert world.handle(marked, actor="mallory").reason == "self-authored"  # before the actor is even read
-    assert world.handle(None, actor=None).reason == "unauthorized-actor"  # actor-less content fails closed
-    reasons = [e["reason"] for e in world.log("routing.dropped")]
+    assert handle(world, marked, actor="mallory").reason == "self-authored"  # before the actor is even read
+    assert handle(world, None, actor=None).reason == "unauthorized-actor"  # actor-less content fails closed
+    reasons = [e["reason"] for e in world.events("routing.dropped")]
     assert reasons == ["unauthorized-actor", "self-authored", "unauthorized-actor"]
-    assert world.log("routing.dropped")[0]["level"] == "warning"
+    assert world.events("routing.dropped")[0]["level"] == "warning"
 
 
 def test_authorized_users_match_by_provider_id_case_insensitively(world: World) -> None:
-    assert world.handle("the-loop start", actor="dana-gh").reason == "control-executed"
+    assert handle(world, "the-loop start", actor="dana-gh").reason == "control-executed"
 
 
 def test_a8_unstarted_items_suppress_comments_and_a_later_start_does_not_replay_them(world: World) -> None:
-    assert world.handle("hello").reason == "awaiting-start"
-    assert world.own() is None
+    assert handle(world, "hello").reason == "awaiting-start"
+    assert world.endpoint() is None
     harness = started(world)
     assert all("hello" not in text for text in harness.submitted())
 
 
 def test_a9_an_unlabeled_start_is_refused_and_arms_nothing(world: World) -> None:
-    assert world.handle("the-loop start", labels=()).error == "spawn-policy"
+    assert handle(world, "the-loop start", labels=()).error == "spawn-policy"
     assert world.control() is None
-    assert world.log("control.rejected")[0]["reason"] == "spawn-policy"
-    assert world.handle("now labelled", labels=(LABEL,)).reason == "awaiting-start"
-    assert world.own() is None
+    assert world.events("control.rejected")[0]["reason"] == "spawn-policy"
+    assert handle(world, "now labelled", labels=(LABEL,)).reason == "awaiting-start"
+    assert world.endpoint() is None
 
 
 def test_a10_prose_and_quotes_are_conversation_and_two_commands_execute_nothing(world: World) -> None:
     harness = started(world)
     for body in ("I will say the-loop start later", "> the-loop stop", "the-loop start\nthe-loop stop"):
-        assert world.handle(body).status == "delivered"
+        assert handle(world, body).status == "delivered"
     harness.wait_for_submitted(4)
-    assert world.log("control.ambiguous")[0]["commands"] == ["start", "stop"]
+    assert world.events("control.ambiguous")[0]["commands"] == ["start", "stop"]
     assert world.own().status == "active"
 
 
 def test_a11_pause_suppresses_and_resume_does_not_replay(world: World) -> None:
     harness = started(world)
-    assert world.handle("the-loop pause").reason == "control-executed"
+    assert handle(world, "the-loop pause").reason == "control-executed"
     assert world.own().status == "paused"
-    assert world.handle("while paused").reason == "session-paused"
-    assert world.handle("the-loop resume").reason == "control-executed"
-    world.handle("after resume")
+    assert handle(world, "while paused").reason == "session-paused"
+    assert handle(world, "the-loop resume").reason == "control-executed"
+    handle(world, "after resume")
     assert harness.wait_for_submitted(2)[1:] == [harness.submitted()[-1]]
     assert "after resume" in harness.submitted()[-1]
     assert all("while paused" not in text for text in harness.submitted())
-    assert world.handle("the-loop resume").error == "nothing-to-resume"
+    assert handle(world, "the-loop resume").error == "nothing-to-resume"
 
 
 def test_a12_stop_closes_and_a_later_comment_waits_for_a_new_start(world: World) -> None:
     harness = started(world)
-    assert world.handle("the-loop stop").reason == "control-executed"
+    assert handle(world, "the-loop stop").reason == "control-executed"
     assert world.own().status == "closed"
     harness.wait_for("exit")
     assert world.runner.probe("loop-fake-octo-repo-15") == "dead"  # retained, readable
-    assert world.handle("are you there").reason == "awaiting-start"
+    assert handle(world, "are you there").reason == "awaiting-start"
     assert world.control()["command"] == "stop"
 
 
 def test_a17_an_undeclared_repository_is_dropped_before_anything_else(world: World) -> None:
-    outcome = world.handle("the-loop start", repository="octo/other", ref="fake:octo/other#1", actor="mallory")
+    outcome = handle(world, "the-loop start", repository="octo/other", ref="fake:octo/other#1", actor="mallory")
     assert outcome.reason == "undeclared-repository"
-    assert world.log("routing.dropped")[0]["repository"] == "octo/other"
+    assert world.events("routing.dropped")[0]["repository"] == "octo/other"
     assert not world.tickets.exists()  # no API call at all
 
 
@@ -239,17 +157,17 @@ def test_a_collaborator_is_input_only(world: World) -> None:
     from the_loop.state.store import WorkItemStore
 
     WorkItemStore(world.config.state).update_section(REF, "collaborators", {"users": [{"login": "dana"}]})
-    assert world.handle("the-loop start", actor="Dana").error == "unauthorized-actor"  # no control
-    assert world.handle("hello", actor="dana").reason == "collaborator-no-spawn"  # no spawn
+    assert handle(world, "the-loop start", actor="Dana").error == "unauthorized-actor"  # no control
+    assert handle(world, "hello", actor="dana").reason == "collaborator-no-spawn"  # no spawn
     harness = started(world)
-    assert world.handle("from a collaborator", actor="dana").status == "delivered"
+    assert handle(world, "from a collaborator", actor="dana").status == "delivered"
     assert "from a collaborator" in harness.wait_for_submitted(2)[-1]
-    assert world.log("routing.routed")[-1]["collaborator"] is True
+    assert world.events("routing.routed")[-1]["collaborator"] is True
 
 
 def test_closes_never_spawn_or_prompt_and_an_untracked_close_writes_nothing(world: World) -> None:
-    assert world.handle(None, actor="octocat", kind="closed", closed="issue-closed").reason == "untracked"
-    assert world.own() is None
+    assert handle(world, None, actor="octocat", kind="closed", closed="issue-closed").reason == "untracked"
+    assert world.endpoint() is None
     assert world.control() is None
     assert not world.config.state.portable_dir.exists()
 
@@ -260,9 +178,9 @@ def _portable(world: World) -> dict[str, Any]:
 
 def test_a16_an_authorized_close_ends_the_item_and_cleans_up(world: World) -> None:
     harness = started(world)
-    assert world.handle(None, actor="octocat", kind="closed", closed="issue-closed").reason == "work-item-ended"
-    assert world.log("session.autoclosed")[0]["reason"] == "issue-closed"
-    assert world.own() is None  # cleanup deleted the local record
+    assert handle(world, None, actor="octocat", kind="closed", closed="issue-closed").reason == "work-item-ended"
+    assert world.events("session.autoclosed")[0]["reason"] == "issue-closed"
+    assert world.endpoint() is None  # cleanup deleted the local record
     assert world.runner.probe("loop-fake-octo-repo-15") == "absent"  # decision 3: cleanup kills the tmux session
     harness.wait_for("exit")
     portable = _portable(world)
@@ -276,7 +194,7 @@ def test_a16_an_authorized_close_ends_the_item_and_cleans_up(world: World) -> No
     )
     assert portable["control"]["command"] == "cleanup"  # cleanup records it last: no re-spawn
     assert "lifecycle" not in portable
-    assert world.handle("are you there?").reason == "awaiting-start"
+    assert handle(world, "are you there?").reason == "awaiting-start"
     assert all("are you there" not in text for text in harness.submitted())
 
 
@@ -285,10 +203,10 @@ def test_a16_an_unattributed_or_unauthorized_close_closes_but_defers_cleanup(
     world: World, actor: str | None, reason: str
 ) -> None:
     started(world)
-    assert world.handle(None, actor=actor, kind="closed", closed="pr-merged").reason == "work-item-ended"
+    assert handle(world, None, actor=actor, kind="closed", closed="pr-merged").reason == "work-item-ended"
     assert world.own().status == "closed"  # kept, readable
     assert world.runner.probe("loop-fake-octo-repo-15") in ("dead", "live")  # not killed
-    deferred = world.log("cleanup.deferred")[0]
+    deferred = world.events("cleanup.deferred")[0]
     assert deferred["reason"] == reason and deferred["closed_as"] == "pr-merged"
     portable = _portable(world)
     assert portable["ended"]["state"] == "merged" and "control" not in portable  # disarmed
@@ -298,28 +216,28 @@ def test_a_second_close_of_an_ended_item_runs_nothing_again(world: World) -> Non
     """Two ingresses (or a redelivery) can each report the same close under different keys: the close path runs
     once — one autoclose, one ended stamp, one cleanup decision, one lifecycle round."""
     started(world)
-    world.handle(None, actor="mallory", kind="closed", closed="issue-closed")
+    handle(world, None, actor="mallory", kind="closed", closed="issue-closed")
     first = _portable(world)["ended"]
-    world.handle(None, actor="octocat", kind="closed", closed="issue-closed")  # later, and by someone authorized
+    handle(world, None, actor="octocat", kind="closed", closed="issue-closed")  # later, and by someone authorized
     assert _portable(world)["ended"] == first  # the first close stands; no cleanup on the second
-    assert len(world.log("session.autoclosed")) == 1 and len(world.log("cleanup.deferred")) == 1
-    assert not world.log("session.cleaned")
-    assert world.log("work_item.already_ended")[0]["work_item"] == REF
+    assert len(world.events("session.autoclosed")) == 1 and len(world.events("cleanup.deferred")) == 1
+    assert not world.events("session.cleaned")
+    assert world.events("work_item.already_ended")[0]["work_item"] == REF
 
 
 def test_a_reopened_item_clears_its_ended_stamp_and_routes_normally(world: World) -> None:
     started(world)
-    world.handle(None, actor="mallory", kind="closed", closed="issue-closed")
+    handle(world, None, actor="mallory", kind="closed", closed="issue-closed")
     assert "ended" in _portable(world)
-    assert world.handle("reopened", actor="octocat", kind="reopened").reason == "awaiting-start"
+    assert handle(world, "reopened", actor="octocat", kind="reopened").reason == "awaiting-start"
     path = world.config.state.portable_record("fake-octo-repo-15")
     assert not path.exists() or "ended" not in _portable(world)  # nothing else was left: the record is gone
-    assert world.log("work_item.reopened")[0]["work_item"] == REF
+    assert world.events("work_item.reopened")[0]["work_item"] == REF
 
 
 def test_requiring_no_start_command_lets_the_label_alone_spawn(world: World) -> None:
     world.configure(control={"requireStartCommand": False})
-    assert world.handle("just a comment").status == "spawned"
+    assert handle(world, "just a comment").status == "spawned"
     assert "just a comment" in world.harness().wait_for_submitted(1)[0]
 
 
@@ -330,7 +248,7 @@ def test_a26_through_the_inbox_a_comment_queued_before_a_stop_is_delivered_first
 
     harness = started(world)
     inbox = Inbox.for_config(world.config)
-    comment, stop = world.event("C1: one more thing"), world.event("the-loop stop")
+    comment, stop = world.inbound_event("C1: one more thing"), world.inbound_event("the-loop stop")
     assert inbox.put(comment.dedupe_key, comment.inbox_entry())
     assert inbox.put(stop.dedupe_key, stop.inbox_entry())
     assert not inbox.put(comment.dedupe_key, comment.inbox_entry())  # the same object from another ingress
@@ -353,46 +271,46 @@ def test_e25_an_input_received_hook_can_refuse_a_command(world: World, plugin_ho
             return Decision(proceed=False, reason="commands are off") if ctx.kind == "command" else None
 
     plugin_host.register(NoCommands(), "no-commands")
-    assert world.handle("the-loop stop").error == "input-refused"
+    assert handle(world, "the-loop stop").error == "input-refused"
     assert world.own().status == "active"
-    assert world.log("control.rejected")[-1]["reason"] == "input-refused"
-    assert world.handle("still a comment").status == "delivered"
+    assert world.events("control.rejected")[-1]["reason"] == "input-refused"
+    assert handle(world, "still a comment").status == "delivered"
     assert "still a comment" in harness.wait_for_submitted(2)[-1]
 
 
 def test_issue_381_every_auto_execute_label_is_required_and_an_empty_list_arms_nothing(world: World) -> None:
     world.configure(autoExecuteLabels=[LABEL, "team-a"])
-    assert world.handle("the-loop start", labels=(LABEL,)).error == "spawn-policy"  # another instance's label only
-    assert world.control() is None and world.own() is None
-    routed = world.log("routing.routed")[-1]
+    assert handle(world, "the-loop start", labels=(LABEL,)).error == "spawn-policy"  # another instance's label only
+    assert world.control() is None and world.endpoint() is None
+    routed = world.events("routing.routed")[-1]
     assert routed["labeled"] is False
     world.configure(autoExecuteLabels=[])
-    assert world.handle("the-loop start", labels=(LABEL, "team-a")).error == "spawn-policy"
-    assert world.control() is None and world.own() is None
+    assert handle(world, "the-loop start", labels=(LABEL, "team-a")).error == "spawn-policy"
+    assert world.control() is None and world.endpoint() is None
     world.configure(autoExecuteLabels=[LABEL, "team-a"])
-    assert world.handle("the-loop start", labels=("team-a", LABEL, "bug")).reason == "control-executed"
-    assert world.log("routing.routed")[-1]["labeled"] is True and world.own() is not None
+    assert handle(world, "the-loop start", labels=("team-a", LABEL, "bug")).reason == "control-executed"
+    assert world.events("routing.routed")[-1]["labeled"] is True and world.endpoint() is not None
 
 
 def test_issue_135_the_default_keywords_are_the_spaced_form_and_the_old_colon_form_is_prose(world: World) -> None:
     harness = started(world)
-    assert world.handle("the-loop:stop-execution").status == "delivered"  # the pre-issue-135 form is conversation
+    assert handle(world, "the-loop:stop-execution").status == "delivered"  # the pre-issue-135 form is conversation
     assert world.own().status == "active"
-    assert world.handle("The-Loop   PAUSE").reason == "control-executed"
+    assert handle(world, "The-Loop   PAUSE").reason == "control-executed"
     assert world.own().status == "paused"
     assert len(harness.wait_for_submitted(2)) == 2
 
 
 def test_c5_each_command_reports_its_effect_and_disarming_commands_always_record(world: World) -> None:
     def effect(body: str) -> tuple[str, str | None]:
-        assert world.handle(body).reason == "control-executed"
-        last = world.log("control.command")[-1]
+        assert handle(world, body).reason == "control-executed"
+        last = world.events("control.command")[-1]
         return last["effect"], (world.control() or {}).get("command")
 
     assert effect("the-loop pause") == ("noop", "pause")  # no session: recorded, nothing flipped
     assert effect("the-loop stop") == ("noop", "stop")  # disarms even without a session
     assert effect("the-loop cleanup") == ("nothing-to-clean", "cleanup")
-    assert world.handle("the-loop resume").error == "nothing-to-resume"
+    assert handle(world, "the-loop resume").error == "nothing-to-resume"
     assert world.control()["command"] == "cleanup"  # a refused resume records nothing
     started(world)
     assert effect("the-loop start") == ("noop", "start")  # already running
@@ -402,7 +320,7 @@ def test_c5_each_command_reports_its_effect_and_disarming_commands_always_record
     assert world.own().status == "active"
     assert effect("the-loop stop") == ("stopped", "stop")
     assert effect("the-loop stop") == ("noop", "stop")
-    command = world.log("control.command")[-1]
+    command = world.events("control.command")[-1]
     assert (command["work_item"], command["command"], command["source"], command["actor"]) == (
         REF,
         "stop",
@@ -412,8 +330,8 @@ def test_c5_each_command_reports_its_effect_and_disarming_commands_always_record
 
 
 def test_c2_an_issue_or_pull_request_body_is_never_parsed_for_commands(world: World) -> None:
-    assert world.handle("the-loop start", kind="opened").reason == "awaiting-start"
-    assert world.log("control.command") == [] and world.control() is None and world.own() is None
+    assert handle(world, "the-loop start", kind="opened").reason == "awaiting-start"
+    assert world.events("control.command") == [] and world.control() is None and world.endpoint() is None
 
 
 # ------------------------------------------------------------------------------ issue 16: look-alike repositories
@@ -475,18 +393,17 @@ def test_issue_16_two_work_items_never_share_a_record_file_an_index_entry_or_a_t
     """Through the real router and dispatcher on real tmux: whatever the two repositories are called, two work
     items get two record files, two index entries and two tmux sessions, and one item spelled twice gets one."""
     world.runner.kill_server()
-    here = World(tmp_path_factory.mktemp("example"), world.runner)
-    (here.tmp / "work").mkdir()
+    here = World(tmp_path_factory.mktemp("example"), world.runner, world.host)
     names = [f"{owner}/{repo}" for owner, repo in pair]
-    here.configure(repositories=tuple(names))
+    here.configure(defaults=ROUTER, repositories=tuple(names))
     refs = [f"fake:{name}#1" for name in names]
-    outcomes = [here.handle("the-loop start", ref=ref, repository=name) for ref, name in zip(refs, names, strict=True)]
+    outcomes = [handle(here, "the-loop start", ref=ref, repository=name) for ref, name in zip(refs, names, strict=True)]
     canonical = [str(parse_ref(ref)) for ref in refs]
     state = here.config.state
     local, portable = _files(state.local_dir), _files(state.portable_dir)
     index = json.loads(state.index_path.read_text())["workItems"]
     assert [o.reason for o in outcomes] == ["control-executed"] * 2, outcomes
-    spawned = [event["work_item"] for event in here.log("session.spawned")]
+    spawned = [event["work_item"] for event in here.events("session.spawned")]
     if canonical[0] == canonical[1]:  # one work item, however it was spelled
         assert spawned == [canonical[0]]
         assert list(local.values()) == list(portable.values()) == [canonical[0]] and len(index) == 1
@@ -504,7 +421,7 @@ def test_issue_16_a_tmux_name_another_items_record_points_at_is_never_cleared_or
     spawn fails loudly with the remedy, and the first item's retained pane is left as it is."""
     world.configure(repositories=("octo/a.b", "octo/a_b"))
     dotted, underscored = "fake:octo/a.b#1", "fake:octo/a_b#1"
-    assert world.handle("the-loop start", ref=dotted, repository="octo/a.b").reason == "control-executed"
+    assert handle(world, "the-loop start", ref=dotted, repository="octo/a.b").reason == "control-executed"
     target = world.own(dotted).tmux_target
     listed = [*world.runner.command_prefix, "list-panes", "-t", f"={target}", "-F", "#{pane_pid}"]
     [pid] = subprocess.run(listed, capture_output=True, text=True, check=True).stdout.split()
@@ -514,12 +431,12 @@ def test_issue_16_a_tmux_name_another_items_record_points_at_is_never_cleared_or
     legacy.write_text(json.dumps({"version": 2, "workItem": underscored, "sessions": {}}))
     assert tmux_name_of(world.config.state, underscored) == target
 
-    outcome = world.handle("the-loop start", ref=underscored, repository="octo/a_b")
+    outcome = handle(world, "the-loop start", ref=underscored, repository="octo/a_b")
 
     assert (outcome.status, outcome.will_retry) == ("failed", False), outcome
-    [failed] = [e for e in world.log("session.spawn_failed") if e["work_item"] == underscored]
+    [failed] = [e for e in world.events("session.spawn_failed") if e["work_item"] == underscored]
     assert f"belongs to {dotted}" in failed["error"] and "sessions reset --work-item" in failed["error"]
     assert failed["will_retry"] is False
     assert world.runner.probe(target) == "dead" and world.runner.list_sessions() == [target]  # never cleared
-    assert not (world.own(underscored) or None) and world.own(dotted).tmux_target == target
-    assert world.handle("hello", ref=underscored, repository="octo/a_b").reason != "delivered"
+    assert not (world.endpoint(underscored) or None) and world.own(dotted).tmux_target == target
+    assert handle(world, "hello", ref=underscored, repository="octo/a_b").reason != "delivered"
