@@ -16,7 +16,7 @@ import threading
 import time
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from the_loop import control, events, hookimpl
+from the_loop import control, hookimpl
 from the_loop.config import ConfigError, LoadedConfig, load_config
 from the_loop.hooks import executors as hooks_executors
 from the_loop.hooks import lifecycle
@@ -40,17 +40,14 @@ from the_loop.hooks.lifecycle import (
 )
 from the_loop.hooks.sdk import HookServer, LifecycleHooks, handle_request
 from the_loop.interfaces import Channel, ChannelMessage
-from the_loop.models import WorkEvent
 from the_loop.plugins import get_host
 from the_loop.refs import parse_ref
-from the_loop.sessions.dispatcher import Dispatcher, Outcome
+from the_loop.sessions.dispatcher import Outcome
 from the_loop.sessions.tmux import TmuxRunner
-from the_loop.state.registry import SessionRegistry
 from the_loop.state.store import WorkItemStore
 from the_loop.testing import LoopEnv, fake_plugin, free_port, kill_lock_holders
-from the_loop.testing.harness import FakeHarness
+from the_loop.testing.world import REF, World
 
-REF = "fake:octo/repo#15"
 FIXTURES = Path(__file__).parent / "hooks_fixtures"
 TESTS_CORE = Path(__file__).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,84 +69,19 @@ def recorder(name: str, log: Path, answers: dict[str, Any] | None = None, **entr
 # ------------------------------------------------------------------------------------------------ the world
 
 
-@dataclass
-class World:
-    """One machine in this process: config with ``hooks:``, a dispatcher on a private tmux server, the fake
-    harness and the fake ticket provider."""
-
-    tmp: Path
-    runner: TmuxRunner
-    config: LoadedConfig
-    dispatcher: Dispatcher
-    logs: Path
-    tickets: Path
-
-    def configure(self, hooks: list[dict[str, Any]] | None = None, **routing: Any) -> Dispatcher:
-        """A new config and dispatcher (a daemon restart)."""
-        path = self.tmp / "cfg" / ".the-loop" / "cli-config.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "defaultHarness": "fake",
-            "spawnOnUnmatched": "always",
-            "spawnWorkdir": str(self.tmp / "work"),
-            "tmux": {"socketName": self.runner.socket, "resumeProbeSeconds": 0.3},
-            **routing,
-        }
-        path.write_text(yaml.safe_dump({"routing": settings, "hooks": hooks or []}))
-        self.config = load_config(path, get_host())
-        events.configure(self.config.state.events_path, "test")
-        self.dispatcher = Dispatcher(self.config, runner=self.runner)
-        return self.dispatcher
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        path = self.config.state.events_path
-        found = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        return [e for e in found if name is None or e["event"] == name]
-
-    def comments(self, ref: str = REF) -> list[str]:
-        if not self.tickets.exists():
-            return []
-        return json.loads(self.tickets.read_text())["items"].get(ref, {}).get("comments", [])
-
-    def record(self, ref: str = REF) -> Any:
-        return SessionRegistry(self.config.state).load(ref)
-
-    def portable(self, ref: str = REF) -> dict[str, Any]:
-        return WorkItemStore(self.config.state, config=self.config).read(ref) or {}
-
-    def harness(self, ref: str = REF) -> FakeHarness:
-        record = self.record(ref)
-        return FakeHarness(self.logs / f"{record.own.harness_session_id}.jsonl")
+LIFECYCLE = {"routing": {"spawnOnUnmatched": "always", "tmux": {"resumeProbeSeconds": 0.3}}, "hooks": []}
 
 
 @pytest.fixture
-def world(tmp_path: Path, plugin_host: Any, tmux_runner: TmuxRunner, monkeypatch: pytest.MonkeyPatch) -> World:
-    plugin_host.register(fake_plugin, "fake")
+def world(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
     monkeypatch.syspath_prepend(str(FIXTURES))
-    logs = tmp_path / "harness-logs"
-    logs.mkdir()
-    (tmp_path / "work").mkdir()
-    monkeypatch.setenv("FAKE_HARNESS_LOG", str(logs / "{session}.jsonl"))
-    monkeypatch.setenv("FAKE_TICKETS", str(tmp_path / "tickets.json"))
-    world = World(tmp_path, tmux_runner, None, None, logs, tmp_path / "tickets.json")  # type: ignore[arg-type]
-    world.configure()
+    world.configure(defaults=LIFECYCLE)
     return world
 
 
-_ids = iter(range(1, 10**9))
-
-
-def event(text: str = "start the work", *, spawn: bool = False, **fields: Any) -> WorkEvent:
-    fields = {"delivery_id": f"d{next(_ids)}", "work_item": REF, **fields}
-    return WorkEvent(text=text, spawn=spawn, **fields)
-
-
-def spawn(world: World) -> FakeHarness:
-    outcome = world.dispatcher.dispatch(event(spawn=True))
-    assert outcome.status == "spawned", outcome
-    harness = world.harness()
-    harness.wait_ready(screen=lambda: world.runner.capture(world.record().own.tmux_target))
-    return harness
+def portable_of(world: World, ref: str = REF) -> dict[str, Any]:
+    """``ref``'s portable record as the store reads it (empty without one)."""
+    return WorkItemStore(world.config.state, config=world.config).read(ref) or {}
 
 
 @pytest.fixture
@@ -803,14 +735,14 @@ def test_e20_a_remote_refusal_at_start_disarms_and_explains_once(
     world.configure(hooks=[{"name": "roster", "url": server.url}], workspace={"root": str(tmp_path / "checkouts")})
     ref = parse_ref(REF)
     control.record(world.config, ref, "start", source="comment", actor="mallory")  # an authorized start arrives
-    start = event(spawn=True, actor="mallory", source="webhook", kind="comment")
+    start = world.work_event("start the work", spawn=True, actor="mallory", source="webhook", kind="comment")
 
     outcome = world.dispatcher.dispatch(start)
 
     assert outcome == Outcome("dropped", reason="hook-refused", error="not on roster")
     assert world.record() is None and world.runner.probe(ref.tmux_name) == "absent"
     assert not (tmp_path / "checkouts").exists()  # no checkout: the point comes before it
-    assert "control" not in world.portable() and "lifecycle" not in world.portable()
+    assert "control" not in portable_of(world) and "lifecycle" not in portable_of(world)
     (asked,) = calls(log)
     assert asked["point"] == "work_item_start"
     assert (asked["ctx"]["command"], asked["ctx"]["actor"], asked["ctx"]["harness"]) == ("start", "mallory", "fake")
@@ -829,7 +761,7 @@ def test_e20_a_remote_refusal_at_start_disarms_and_explains_once(
 
 def test_e22_a_path_hook_replaces_the_boot_prompt_but_not_the_cwd(world: World) -> None:
     world.configure(hooks=[{"name": "rules", "path": str(FIXTURES / "rules_prompt.py")}])
-    harness = spawn(world)
+    harness = world.spawn()
     (start,) = harness.records("start")
     assert start["cwd"] == str(world.tmp / "work")
     boot = harness.submitted()[0]
@@ -849,7 +781,7 @@ def test_e23_a_remote_hook_past_its_timeout(world: World, serve: Any, tmp_path: 
         ]
     )
     began = time.monotonic()
-    outcome = world.dispatcher.dispatch(event(spawn=True))
+    outcome = world.dispatcher.dispatch(world.work_event("start the work", spawn=True))
     assert time.monotonic() - began < 10
     (failed,) = [e for e in world.events("hooks.failed") if e["point"] == "session_spawn"]
     assert failed["hook"] == "hooks:slow" and "no answer within 1s" in failed["error"]
@@ -870,11 +802,13 @@ def test_e23_a_remote_hook_past_its_timeout(world: World, serve: Any, tmp_path: 
 def test_session_spawned_can_skip_only_the_attach_comment(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(FIXTURES))
     world.configure(hooks=[{"name": "quiet", "module": "two_classes", "executor": "First"}])
-    spawn(world)
+    world.spawn()
     assert world.comments() == []
     assert world.events("session.spawned") and not world.events("session.announced")
     world.configure()
-    world.dispatcher.dispatch(event(spawn=True, delivery_id="other", work_item="fake:octo/repo#16"))
+    world.dispatcher.dispatch(
+        world.work_event("start the work", spawn=True, delivery_id="other", ref="fake:octo/repo#16")
+    )
     assert len(world.comments("fake:octo/repo#16")) == 1  # without the hook the comment is posted
 
 
@@ -889,26 +823,30 @@ def test_input_received_rewords_or_refuses_a_delivery(world: World, plugin_host:
             return {"text": ""}  # empty: keep it as it is
 
     plugin_host.register(Moderator(), "moderator")
-    harness = spawn(world)
-    assert world.dispatcher.dispatch(event("please shout", kind="comment", actor="alice")).status == "delivered"
-    assert world.dispatcher.dispatch(event("as it is", kind="comment")).status == "delivered"
+    harness = world.spawn()
+    assert (
+        world.dispatcher.dispatch(world.work_event("please shout", kind="comment", actor="alice")).status == "delivered"
+    )
+    assert world.dispatcher.dispatch(world.work_event("as it is", kind="comment")).status == "delivered"
     assert harness.wait_for_submitted(3)[1:] == ["PLEASE SHOUT", "as it is"]
 
-    refused = world.dispatcher.dispatch(event("the secret is 42", kind="comment", actor="alice"))
+    refused = world.dispatcher.dispatch(world.work_event("the secret is 42", kind="comment", actor="alice"))
     assert refused == Outcome("dropped", reason="input-refused", error="no secrets in prompts")
     time.sleep(0.3)
     assert len(harness.submitted()) == 3
     assert "no secrets in prompts" in world.comments()[-1]
-    assert world.dispatcher.dispatch(event("CI passed", kind="ci")).status == "delivered"  # not input: not asked
+    assert (
+        world.dispatcher.dispatch(world.work_event("CI passed", kind="ci")).status == "delivered"
+    )  # not input: not asked
 
 
 def test_a_respawn_asks_session_spawn_again_but_never_work_item_start(world: World, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     world.configure(hooks=[recorder("rec", log)])
-    spawn(world)
+    world.spawn()
     world.runner.kill(parse_ref(REF).tmux_name)
     world.configure(hooks=[recorder("rec", log)])  # a restart, too
-    assert world.dispatcher.dispatch(event("after the crash", kind="comment")).status == "respawned"
+    assert world.dispatcher.dispatch(world.work_event("after the crash", kind="comment")).status == "respawned"
     points = [(c["point"], c["ctx"].get("respawn")) for c in calls(log)]
     assert points == [
         ("work_item_start", None),
@@ -927,11 +865,11 @@ def test_l8_a_refused_respawn_launches_nothing_and_the_input_is_settled(world: W
             return Decision(proceed=False, reason="no relaunch tonight") if ctx.respawn else None
 
     plugin_host.register(NoRespawns(), "no-respawns")
-    harness = spawn(world)
+    harness = world.spawn()
     target = world.record().own.tmux_target
     world.runner.kill(target)
 
-    outcome = world.dispatcher.dispatch(event("are you there?", kind="comment", actor="alice"))
+    outcome = world.dispatcher.dispatch(world.work_event("are you there?", kind="comment", actor="alice"))
 
     assert outcome == Outcome("dropped", reason="hook-refused", error="no relaunch tonight")
     assert world.runner.probe(target) == "absent" and len(harness.records("start")) == 1
@@ -950,7 +888,7 @@ def test_a_plugin_implementing_the_points_refuses_a_start_like_a_declared_hook(w
             return replace(ctx, proceed=False, reason="freeze week")
 
     plugin_host.register(Gate(), "gate")
-    outcome = world.dispatcher.dispatch(event(spawn=True))
+    outcome = world.dispatcher.dispatch(world.work_event("start the work", spawn=True))
     assert outcome == Outcome("dropped", reason="hook-refused", error="freeze week")
     assert "freeze week" in world.comments()[0]
 
@@ -963,9 +901,9 @@ def test_a_declared_hook_that_raises_stops_neither_the_dispatcher_nor_later_hook
             recorder("later", log, {"session_spawn": {"prompt": "boot from the later hook"}}),
         ]
     )
-    harness = spawn(world)
+    harness = world.spawn()
     assert harness.submitted()[0] == "boot from the later hook"  # the hook after the failing one was asked
-    assert world.dispatcher.dispatch(event("a comment", kind="comment", actor="alice")).status == "delivered"
+    assert world.dispatcher.dispatch(world.work_event("a comment", kind="comment", actor="alice")).status == "delivered"
     assert harness.wait_for_submitted(2)[-1] == "a comment"
     failed = [(e["point"], e["hook"], e["error"]) for e in world.events("hooks.failed")]
     assert failed == [
@@ -1020,8 +958,8 @@ def test_e26_a_closing_ticket_skips_only_the_channel_post_when_a_hook_says_annou
     answers = {} if announce else {"work_item_complete": {"announce": False}}
     log = tmp_path / "complete.jsonl"
     world.configure(hooks=[recorder("quiet", log, answers)])
-    spawn(world)
-    assert world.portable()["channels"]["recording"]["thread"] == "T1"  # a bound conversation
+    world.spawn()
+    assert portable_of(world)["channels"]["recording"]["thread"] == "T1"  # a bound conversation
 
     closing.work_item_ended(
         world.config, REF, reason="issue-closed", actor="octocat", authorized=False, source="webhook"
@@ -1030,7 +968,7 @@ def test_e26_a_closing_ticket_skips_only_the_channel_post_when_a_hook_says_annou
     assert at_call == ["active"]
     (asked,) = calls(log, "work_item_complete")
     assert (asked["ctx"]["state"], asked["ctx"]["source"], asked["ctx"]["actor"]) == ("closed", "webhook", "octocat")
-    ended = world.portable()["ended"]
+    ended = portable_of(world)["ended"]
     assert (ended["state"], ended["reason"]) == ("closed", "issue-closed")
     assert [e["work_item"] for e in world.events("work_item.ended")] == [REF]
     assert world.record().own.status == "closed"
