@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from the_loop.plugins import PluginHost, set_host
+from the_loop.plugins import set_host
+from the_loop.testing.host import TestHost
 
 # The conformance scenarios assert in these modules: let pytest explain their failures as it does a test's.
 pytest.register_assert_rewrite("the_loop.testing.conformance", "the_loop.testing.world", "the_loop_claude.conformance")
@@ -109,15 +110,6 @@ def loop_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
         monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(home))
     return LoopEnv(tmp=tmp_path, home=home, cwd=cwd, config_path=config_path, env=env)
-
-
-class TestHost(PluginHost):
-    """A host for one test: ``register(obj, name)`` adds a plugin and undoes on teardown."""
-
-    __test__ = False
-
-    def register(self, plugin: object, name: str) -> None:
-        self._register(plugin, name, "(test)", "", builtin=False)
 
 
 @pytest.fixture

@@ -33,8 +33,9 @@ from the_loop.sessions.dispatcher import Dispatcher
 from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry
 from the_loop.state.slugs import slug_of
-from the_loop.testing import TestHost, fake_plugin
+from the_loop.testing import fake_plugin
 from the_loop.testing.harness import FakeHarness
+from the_loop.testing.host import TestHost
 
 REF = "fake:octo/repo#15"
 """The work item a world's readers and builders are about unless told otherwise."""
