@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
     from the_loop.interfaces import (
         Attribute,
         Channel,
         CommandSpec,
+        Config,
         ConfigSection,
         EventType,
         GeneratedPath,
@@ -39,7 +39,7 @@ hookspec = pluggy.HookspecMarker("the_loop")
 
 class IngressSpecs:
     @hookspec
-    def loop_register_ingresses(self, config: LoadedConfig) -> list[WebhookIngress | PollSource | Listener] | None:
+    def loop_register_ingresses(self, config: Config) -> list[WebhookIngress | PollSource | Listener] | None:
         """Return the ingresses this plugin provides for ``config``.
 
         Called when a service starts. A :class:`~the_loop.interfaces.WebhookIngress` becomes a route on core's
@@ -148,7 +148,7 @@ class AppSpecs:
         """
 
     @hookspec
-    def loop_register_services(self, config: LoadedConfig) -> list[ServiceSpec] | None:
+    def loop_register_services(self, config: Config) -> list[ServiceSpec] | None:
         """Return the long-running services this plugin adds (a Socket Mode listener).
 
         Called by ``start``, ``stop``, ``status`` and ``daemon run``. Return every service the plugin has, with

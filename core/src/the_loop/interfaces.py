@@ -12,12 +12,11 @@ import abc
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from the_loop.declarations import Attribute, CommandSpec, ConfigSection, EventType, GeneratedPath
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
 __all__ = [
@@ -27,6 +26,7 @@ __all__ = [
     "ChannelError",
     "ChannelMessage",
     "CommandSpec",
+    "Config",
     "ConfigSection",
     "EventType",
     "GeneratedPath",
@@ -49,17 +49,44 @@ __all__ = [
 # state layout and the event log declare their own with them. They are part of this module's API all the same.
 
 
+class Config(Protocol):
+    """A loaded config, as the plugin API sees it: what providers are built with and hooks are called with.
+
+    :class:`the_loop.config.Config` is the one there is. The root API imports no layer, so the layers' types
+    are named here, not imported: ``ref`` is a :class:`~the_loop.config.ConfigRef`, ``core`` core's validated
+    :class:`~the_loop.config.models.CoreConfig`, ``state`` the :class:`~the_loop.state.StateLayout` and ``host``
+    the :class:`~the_loop.plugins.PluginHost` it was loaded with. A plugin that wants them typed annotates its own
+    code with ``Config``.
+    """
+
+    ref: Any
+    raw: dict[str, Any]
+    core: Any
+    state: Any
+    host: Any
+    sections: dict[str, Any]
+
+    def section(self, path: str) -> Any:
+        """A plugin's validated section model (defaults when the key is absent)."""
+
+    def raw_at(self, path: str) -> Any:
+        """The raw value at a dotted key path, None when absent."""
+
+    def tickets(self, ref: WorkItemRef) -> TicketProvider | None:
+        """The ticketing provider for ``ref``'s scheme, built with this config; None when none is installed."""
+
+
 @dataclass
 class ServiceContext:
     """What a running service gets: the loaded config (and the one in force now), a stop flag it must honour, and
     ``once`` for one cycle."""
 
-    config: LoadedConfig
+    config: Config
     should_stop: Callable[[], bool]
     once: bool = False
-    latest: Callable[[], LoadedConfig] | None = None  # the daemon's ConfigWatcher.current
+    latest: Callable[[], Config] | None = None  # the daemon's ConfigWatcher.current
 
-    def current_config(self) -> LoadedConfig:
+    def current_config(self) -> Config:
         """The config in force now: reloaded when the file's content changed (issue-222), else ``config``."""
         return self.latest() if self.latest is not None else self.config
 
@@ -144,7 +171,7 @@ class TicketProvider(abc.ABC):
 
     scheme: ClassVar[str]
 
-    def __init__(self, config: LoadedConfig) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
 
     def url(self, ref: WorkItemRef) -> str | None:
@@ -246,11 +273,11 @@ class Channel(abc.ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, config: LoadedConfig) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
 
     @classmethod
-    def enabled(cls, config: LoadedConfig) -> bool:
+    def enabled(cls, config: Config) -> bool:
         """Whether ``config`` turns this channel on (a channel that is installed is not necessarily used)."""
         return False
 
@@ -362,7 +389,7 @@ class HarnessAdapter(abc.ABC):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
 
-    def __init__(self, config: LoadedConfig) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
 
     @abc.abstractmethod

@@ -23,11 +23,11 @@ import pluggy
 from the_loop import ENTRY_POINT_GROUP, __version__, hookspecs
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
     from the_loop.interfaces import (
         Attribute,
         Channel,
         CommandSpec,
+        Config,
         ConfigSection,
         EventType,
         GeneratedPath,
@@ -200,7 +200,7 @@ class PluginHost:
     def record_attributes(self) -> list[Attribute]:
         return [item for _, item in self._collect("loop_record_attributes")]
 
-    def services(self, config: LoadedConfig) -> list[ServiceSpec]:
+    def services(self, config: Config) -> list[ServiceSpec]:
         pairs = self._collect("loop_register_services", config=config)
         self._note("services", pairs, lambda s: s.name)
         seen: dict[str, ServiceSpec] = {}
@@ -208,7 +208,7 @@ class PluginHost:
             seen.setdefault(spec.name, spec)  # core first: a plugin cannot replace a core service
         return list(seen.values())
 
-    def ingresses(self, config: LoadedConfig) -> list[Any]:
+    def ingresses(self, config: Config) -> list[Any]:
         pairs = self._collect("loop_register_ingresses", config=config)
         self._note("ingresses", pairs, _ingress_label)
         return [item for _, item in pairs]

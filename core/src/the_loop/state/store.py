@@ -45,7 +45,7 @@ from the_loop.state import (
 from the_loop.state.slugs import SlugCollision, check_owner, slug_of, work_item_lock
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
+    from the_loop.interfaces import Config
 
 __all__ = ["IDENTITY", "WorkItemStore", "known_sections", "provider_url"]
 
@@ -55,7 +55,7 @@ CACHE_VERSION = 1
 RECORD_MODE = 0o644  # portable files are tracked: readable like any other file in the repository
 
 
-def known_sections(config: LoadedConfig | None) -> tuple[str, ...]:
+def known_sections(config: Config | None) -> tuple[str, ...]:
     """The section names a portable record may hold: every declared portable attribute that is not derived.
 
     Core's come from :data:`ATTRIBUTES`; a plugin adds its own through ``loop_record_attributes`` (asked of
@@ -75,7 +75,7 @@ def known_sections(config: LoadedConfig | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def provider_url(ref: WorkItemRef, config: LoadedConfig | None = None) -> str | None:
+def provider_url(ref: WorkItemRef, config: Config | None = None) -> str | None:
     """The work item's page as its ticket provider (built with ``config``) derives it, or None.
 
     None when no provider for the ref's scheme is installed, when it cannot say, or when asking fails (a provider
@@ -106,7 +106,7 @@ class WorkItemStore:
         self,
         layout: StateLayout,
         *,
-        config: LoadedConfig | None = None,
+        config: Config | None = None,
         url_for: Callable[[WorkItemRef], str | None] | None = None,
         sections: Iterable[str] | None = None,
     ) -> None:
