@@ -343,10 +343,10 @@ def test_a_broken_plugin_is_never_cached_so_its_warning_shows_on_every_run(confi
 def test_a_corrupt_cache_is_rebuilt_and_one_that_cannot_be_written_changes_nothing(configured: LoopEnv) -> None:
     assert help_row(configured, "hello") is not None
     [cache] = (configured.tmp / "cache").glob("commands-*.json")
-    for garbage in ("{not json", '{"key": 1}', '{"key": "x", "commands": [{"name": "hello"}]}', "[]"):
+    for garbage in ("{not json", '{"key": 1}', '{"key": "x", "payload": [{"name": "hello"}]}', "[]"):
         cache.write_text(garbage, encoding="utf-8")
         assert help_row(configured, "hello") is not None
-        assert json.loads(cache.read_text(encoding="utf-8"))["commands"]  # rewritten whole
+        assert json.loads(cache.read_text(encoding="utf-8"))["payload"]  # rewritten whole
 
     blocked = configured.tmp / "not-a-directory"
     blocked.write_text("", encoding="utf-8")
@@ -360,7 +360,7 @@ def test_the_cache_key_covers_every_switch_the_plugin_host_reads() -> None:
     from pathlib import Path
 
     import the_loop.plugins
-    from the_loop.cli.plugin_commands import ENV_SWITCHES
+    from the_loop.cli.cache import ENV_SWITCHES
 
     source = Path(the_loop.plugins.__file__).read_text(encoding="utf-8")
     assert set(re.findall(r'"(THE_LOOP_[A-Z_]+)"', source)) == set(ENV_SWITCHES)
