@@ -10,8 +10,9 @@ whether any client library or server was imported (none may be), plus whether py
 
 Targets: ``--help`` ≤ 120 ms and ≤ 5x ``python -c pass``; ``status`` ≤ 190 ms and, like ``events`` over 1,000
 lines, ≤ 0.5x the tree before the redesign (issue 17); ``events`` ≤ 1 s over 100,000 lines (bench_events' target).
-``--help`` is timed with the plugin command cache warm (every run after the first) and, on its own row, cold. A
-missed target prints the biggest imports.
+``--help`` and ``status`` are timed with their caches warm (every run after the first: the plugin commands; what
+status reads of the config and the plugins) and, each on its own row, cold. A missed target prints the biggest
+imports.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Case:
     python_only: bool = False  # a bare-python baseline: no script form
     times_python: float | None = None  # a target as a multiple of `python -c pass`
     times_before: float | None = None  # a target as a multiple of the tree before (--before)
-    cold: bool = False  # the plugin command cache is removed before every run
+    cold: bool = False  # the caches are removed before every run
 
 
 def make_world(tmp: Path) -> dict[str, Path]:
@@ -125,9 +126,16 @@ def timed(
 
 def tree_env(env: dict[str, str], tree: Path) -> dict[str, str]:
     """``env`` running the checkout at ``tree`` instead of the installed one: its sources first on the path (the
-    venv's editable installs point at this checkout; entry points are the same names)."""
+    venv's editable installs point at this checkout; entry points are the same names), with caches of its own (two
+    trees sharing one cache file would each find the other's key and rebuild it on every run)."""
     sources = [tree / "core" / "src", *sorted(tree.glob("plugins/*/src")), *sorted(tree.glob("examples/*/src"))]
-    return {**env, "PYTHONPATH": os.pathsep.join(str(path) for path in sources)}
+    cache = Path(env["THE_LOOP_CACHE_DIR"]).with_name("cache-before")
+    return {**env, "PYTHONPATH": os.pathsep.join(str(path) for path in sources), "THE_LOOP_CACHE_DIR": str(cache)}
+
+
+def clear_caches(tmp: Path) -> None:
+    for name in ("cache", "cache-before"):
+        shutil.rmtree(tmp / name, ignore_errors=True)
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -180,7 +188,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("THE_LOOP_", "TMUX", "PYTHON"))}
         env["HOME"] = str(tmp / "home")
         small, large = str(configs["small"]), str(configs["large"])
-        cache = tmp / "cache"  # the plugin command cache: this run's own
+        cache = tmp / "cache"  # the command and status caches: this run's own
         env["THE_LOOP_CACHE_DIR"] = str(cache)
         cases = [
             Case("python -c pass", ["-c", "pass"], python_only=True),
@@ -189,6 +197,7 @@ def main() -> None:
             Case("--help (no command cache yet)", ["--help"], cold=True),
             Case("--version", ["--version"], 120),
             Case("status", ["-c", small, "status"], 190, times_before=0.5),
+            Case("status (no status cache yet)", ["-c", small, "status"], cold=True),
             Case("events --limit 50 (1,000 lines)", ["-c", small, "events", "--limit", "50"], 190, times_before=0.5),
             Case("events --limit 50 (100,000 lines)", ["-c", large, "events", "--limit", "50"], 1000),
             Case("sessions list (100 records)", ["-c", small, "sessions", "list"]),
@@ -215,7 +224,7 @@ def main() -> None:
                 ]
             for form, argv in forms:
                 runs_of = [(argv, tree) for _, tree in (trees if not case.python_only else trees[-1:])]
-                clear = (lambda: shutil.rmtree(cache, ignore_errors=True)) if case.cold else None
+                clear = (lambda: clear_caches(tmp)) if case.cold else None
                 medians = [
                     statistics.median(found) for found in timed(runs_of, tmp / "cwd", runs, options.warmup, clear)
                 ]
@@ -255,7 +264,9 @@ def main() -> None:
             if case.label.split()[0] not in ("--help", "status", "events"):
                 continue
             if case.cold:
-                shutil.rmtree(cache, ignore_errors=True)
+                clear_caches(tmp)
+            else:
+                run([sys.executable, "-m", "the_loop", *case.args], env, tmp / "cwd")  # its caches warm, as timed
             modules, loaded = traced(case.args, env, tmp)
             profiles[case.label] = modules
             bad = [package for package in FORBIDDEN if imported(modules, package)]

@@ -48,7 +48,7 @@ class AppContext:
 
             self._config = load_config(self.config_flag, self.host)
             if warn:
-                print_warnings(self._config)
+                print_warnings(self._config.warnings)
             core = self._config.core
             events.configure(self._config.state.events_path, source, enabled=core.event_log.enabled)
         return self._config

@@ -113,7 +113,7 @@ def test_d7_an_unsubscribed_type_is_neither_posted_nor_queued(loop: Loop) -> Non
     before = len(loop.slack.posts())
     assert channels.publish(loop.config, "comment.agent", REF, text="note") == []
     assert len(loop.slack.posts()) == before
-    assert channel_outbox.backlog(loop.config) is None and not loop.events("channel.undelivered")
+    assert channel_outbox.backlog(loop.config.state) is None and not loop.events("channel.undelivered")
 
 
 def test_d6_a_refused_post_is_queued_drained_late_and_the_queue_is_capped(loop: Loop) -> None:
@@ -124,7 +124,7 @@ def test_d6_a_refused_post_is_queued_drained_late_and_the_queue_is_capped(loop: 
     assert len(data["pending"]) == 1 and "invalid_auth" in loop.events("channel.undelivered")[0]["error"]
     loop.slack.heal()
     report = channels.drain(loop.config)
-    assert report.delivered == 1 and channel_outbox.backlog(loop.config) is None
+    assert report.delivered == 1 and channel_outbox.backlog(loop.config.state) is None
     [late] = loop.events("channel.delivered_late")
     assert late["attempts"] == 1 and late["work_item"] == REF
     assert "one" in json.dumps(loop.slack.posts()[-1].params)

@@ -32,7 +32,7 @@ def test_slack_down_30_events_queue_then_all_land_once_in_order_per_work_item(lo
     for n in range(30):
         item = ITEMS[n % 3]
         assert channels.publish(loop.config, "comment.agent", item, text=f"event {n:02d} of {item}") == []
-    backlog = channel_outbox.backlog(loop.config)
+    backlog = channel_outbox.backlog(loop.config.state)
     assert backlog is not None and backlog["count"] == 30
     shown = status_text(loop)
     assert "channels    30 undelivered, oldest" in shown.stdout
@@ -48,7 +48,7 @@ def test_slack_down_30_events_queue_then_all_land_once_in_order_per_work_item(lo
     second = channels.drain(loop.config, now=t0 + 200)
     third = channels.drain(loop.config, now=t0 + 260)
     assert (second.delivered, third.delivered) == (20, 10)  # at most 20 a drain
-    assert channel_outbox.backlog(loop.config) is None and "undelivered" not in status_text(loop).stdout
+    assert channel_outbox.backlog(loop.config.state) is None and "undelivered" not in status_text(loop).stdout
 
     landed = [m for m in loop.slack.channels[CHANNEL] if m.get("thread_ts")]
     assert len(landed) == 30 and len({m["text"] for m in landed}) == 30  # each exactly once
@@ -124,7 +124,7 @@ def test_two_drainers_at_once_post_each_entry_once(loop: Loop) -> None:
         assert drainer.exitcode == 0
     landed = [m["text"] for m in loop.slack.channels[CHANNEL] if m.get("thread_ts")]
     assert sorted(landed) == sorted(set(landed)) and len(landed) == 12
-    assert channel_outbox.backlog(loop.config) is None
+    assert channel_outbox.backlog(loop.config.state) is None
 
 
 def test_d25_no_token_byte_reaches_the_state_root_the_event_log_or_channels_status(
@@ -194,13 +194,13 @@ def test_the_daemons_background_threads_drain_the_queue_and_poll_the_threads(loo
     loop.slack.fail("chat.postMessage", 500, times=1)
     channels.publish(loop.config, "comment.agent", REF, text="while down")
     bound = loop.binding()
-    assert bound is not None and channel_outbox.backlog(loop.config) is not None
+    assert bound is not None and channel_outbox.backlog(loop.config.state) is not None
     loop.slack.add_message(bound["channel"], user=DANA, text="polled", thread_ts=bound["thread"])
     stop = threading.Event()
     threads = channels.start_background(loop.config, stop.is_set)
     try:
         assert [t.name for t in threads] == ["the-loop-channel-drain", "the-loop-slack-reader"]
-        wait_for(lambda: channel_outbox.backlog(loop.config) is None and loop.events("channel.reply_received"))
+        wait_for(lambda: channel_outbox.backlog(loop.config.state) is None and loop.events("channel.reply_received"))
     finally:
         stop.set()
         for thread in threads:

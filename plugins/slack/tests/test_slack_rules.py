@@ -171,7 +171,7 @@ def test_an_unreadable_undelivered_entry_is_removed_and_never_blocks_the_queue(l
     path.write_text(json.dumps({"version": 1, "pending": {"20260101T000000.000000Z-00000000": "garbage"}}))
     channel_outbox.queue(loop.config, ["slack"], {"eventType": "comment.agent", "workItem": REF, "text": "x"}, "e")
     report = channels.drain(loop.config)
-    assert report.delivered == 1 and channel_outbox.backlog(loop.config) is None
+    assert report.delivered == 1 and channel_outbox.backlog(loop.config.state) is None
     assert any(d.get("reason") == "unreadable" for d in loop.events("channel.undelivered_dropped"))
 
 

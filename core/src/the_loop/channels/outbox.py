@@ -26,6 +26,7 @@ from the_loop.state import StateError, atomic_write_json, locked, read_json
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
+    from the_loop.state import StateLayout
 
 CAP = 200
 DRAIN_BUDGET = 20
@@ -35,7 +36,7 @@ BACKOFF_CAP = 3600.0
 
 
 def outbox_path(config: LoadedConfig) -> Path:
-    return config.state.root / "channels" / "undelivered.json"
+    return config.state.undelivered_path
 
 
 def _lock(path: Path) -> Path:
@@ -226,10 +227,11 @@ def drain(config: LoadedConfig, post: Post, *, now: float | None = None, budget:
     return report
 
 
-def backlog(config: LoadedConfig, now: float | None = None) -> dict[str, Any] | None:
-    """``{count, oldestAgeSeconds, lastError}`` while the queue holds anything; read-only (for ``status``)."""
+def backlog(state: StateLayout, now: float | None = None) -> dict[str, Any] | None:
+    """``{count, oldestAgeSeconds, lastError}`` while the queue under ``state`` holds anything; read-only (for
+    ``status``)."""
     now = time.time() if now is None else now
-    pending = [e for e in _load(outbox_path(config))["pending"].values() if isinstance(e, dict)]
+    pending = [e for e in _load(state.undelivered_path)["pending"].values() if isinstance(e, dict)]
     if not pending:
         return None
     oldest = min((_instant(e.get("at")) or now for e in pending), default=now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -330,13 +330,19 @@ def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_e
         unknown_keys=unclaimed,
     )
     loaded.secrets = secrets
-    if load_env and core.env.file:
-        env_path = Path(core.env.file).expanduser()
-        if not env_path.is_absolute():
-            env_path = ref.path.parent / env_path
+    env_path = env_file_path(loaded)
+    if load_env and env_path is not None:
         file_warnings, loaded.env_file_names = load_env_file(env_path)
         warnings.extend(file_warnings)
     return loaded
+
+
+def env_file_path(config: LoadedConfig) -> Path | None:
+    """The ``env.file`` the config names (``~`` expanded, relative to the config file's folder), or None."""
+    if not config.core.env.file:
+        return None
+    path = Path(config.core.env.file).expanduser()
+    return path if path.is_absolute() else config.ref.path.parent / path
 
 
 # Where each StateLayout field comes from in the file (the keys load_config validates), and its default there.
@@ -413,7 +419,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def print_warnings(config: LoadedConfig) -> None:
+def print_warnings(warnings: Iterable[str]) -> None:
     """Print each config warning once, on stderr."""
-    for warning in dict.fromkeys(config.warnings):
+    for warning in dict.fromkeys(warnings):
         print(f"warning: {warning}", file=sys.stderr)

@@ -26,6 +26,7 @@ from the_loop.state import runlock
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.interfaces import ServiceSpec
+    from the_loop.state import StateLayout
 
 START_TIMEOUT_ENV = "THE_LOOP_START_TIMEOUT"
 STOP_TIMEOUT_ENV = "THE_LOOP_STOP_TIMEOUT"
@@ -244,11 +245,37 @@ def _mtime_instant(path: Path) -> str | None:
         return None
 
 
-def status_report(config: LoadedConfig, specs: list[ServiceSpec]) -> dict[str, Any]:
-    """Every fact ``status`` shows (and ``status --format json`` prints), read without writing anything."""
-    heartbeat = read_heartbeat(config.state.poll_status_path)
+@dataclass(frozen=True)
+class StatusInputs:
+    """What ``status`` reads of the config and the plugins: where the config and the state are, the config's
+    warnings and each service's declaration. Apart from the services' problems (which come from the environment too)
+    these are facts of the config file and the installed code, so ``status`` keeps them between runs
+    (:mod:`the_loop.cli.status`)."""
+
+    config_path: Path
+    state: StateLayout
+    specs: list[ServiceSpec]
+    web_terminal: bool  # routing.webTerminal.enabled
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, config: LoadedConfig) -> StatusInputs:
+        return cls(
+            config_path=config.ref.path,
+            state=config.state,
+            specs=config.host.services(config),
+            web_terminal=config.core.routing.web_terminal.enabled,
+            warnings=list(config.warnings),
+        )
+
+
+def status_report(inputs: StatusInputs) -> dict[str, Any]:
+    """Every fact ``status`` shows (and ``status --format json`` prints), read without writing anything. A service's
+    problems are shown only while it is enabled and not running: a running one got past them when it started, in
+    an environment that may differ from this one."""
+    heartbeat = read_heartbeat(inputs.state.poll_status_path)
     rows = []
-    for spec in specs:
+    for spec in inputs.specs:
         running = runlock.is_held(spec.pidfile)
         row: dict[str, Any] = {
             "service": spec.name,
@@ -257,7 +284,7 @@ def status_report(config: LoadedConfig, specs: list[ServiceSpec]) -> dict[str, A
             "pid": (runlock.holder(spec.pidfile) or None) if running else None,
             "pidfile": str(spec.pidfile),
             "logfile": str(spec.logfile),
-            "problems": list(spec.problems) if spec.enabled else [],
+            "problems": list(spec.problems) if spec.enabled and not running else [],
             "startedAt": _mtime_instant(spec.pidfile) if running else None,
             "lastCycleAt": None,
             "lastCycle": None,
@@ -271,23 +298,23 @@ def status_report(config: LoadedConfig, specs: list[ServiceSpec]) -> dict[str, A
         rows.append(row)
     return {
         "version": __version__,
-        "configPath": str(config.ref.path),
-        "stateRoot": str(config.state.root),
+        "configPath": str(inputs.config_path),
+        "stateRoot": str(inputs.state.root),
         "services": rows,
         "ok": all(row["running"] for row in rows if row["enabled"]),
-        "conflictingRoots": conflicting_roots(config.state.root),
-        "channelBacklog": _channel_backlog(config),
-        "webTerminal": _web_terminal(config),
+        "conflictingRoots": conflicting_roots(inputs.state.root),
+        "channelBacklog": _channel_backlog(inputs.state),
+        "webTerminal": _web_terminal(inputs),
     }
 
 
-def _web_terminal(config: LoadedConfig) -> dict[str, str] | None:
+def _web_terminal(inputs: StatusInputs) -> dict[str, str] | None:
     """The running web terminal's URL and login link (asked of its gate; the operator's alone), or None."""
-    if not config.core.routing.web_terminal.enabled:
+    if not inputs.web_terminal:
         return None
     from the_loop.daemon.webterminal import login
 
-    return login(config)
+    return login(inputs.state)
 
 
 def conflicting_roots(root: Path) -> list[dict[str, Any]]:
@@ -310,12 +337,14 @@ def conflicting_roots(root: Path) -> list[dict[str, Any]]:
     return found
 
 
-def _channel_backlog(config: LoadedConfig) -> dict[str, Any] | None:
+def _channel_backlog(state: StateLayout) -> dict[str, Any] | None:
     """The undelivered channel queue while it holds anything (never changes the exit code)."""
+    if not state.undelivered_path.exists():
+        return None  # the usual case, told without importing the channels
     from the_loop.channels import outbox as channel_outbox
 
     try:
-        return channel_outbox.backlog(config)
+        return channel_outbox.backlog(state)
     except Exception:  # status is read-only and must not fail on a broken queue file
         return None
 
@@ -407,8 +436,7 @@ def format_status(report: dict[str, Any], config_found: bool) -> list[str]:
         )
     for row in report["services"]:
         lines.append(f"{row['service']:<{NAME_WIDTH}} {service_state(row)}")
-        if not row["running"]:  # a running service got past its problems (its environment may differ from ours)
-            lines.extend(INDENT + f"problem:    {problem}" for problem in row["problems"])
+        lines.extend(INDENT + f"problem:    {problem}" for problem in row["problems"])
         if row["service"] == POLLER:
             lines.extend(heartbeat_lines(row))
     terminal = report.get("webTerminal")

@@ -36,6 +36,7 @@ from the_loop.daemon.webterminal_gate import AUTH_HEADER, Gate, ask_login
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
+    from the_loop.state import StateLayout
 
 __all__ = ["HUB_SESSION", "TTYD_INSTALL", "WebTerminal", "login", "serving", "ttyd_argv"]
 
@@ -64,16 +65,16 @@ def ttyd_argv(config: LoadedConfig, listen: Path) -> list[str]:
     ]
 
 
-def pointer_path(config: LoadedConfig) -> Path:
+def pointer_path(state: StateLayout) -> Path:
     """``local/webterminal.json``: the running gate's URL and control socket (never its credential)."""
-    return config.state.local_dir / "webterminal.json"
+    return state.local_dir / "webterminal.json"
 
 
-def login(config: LoadedConfig) -> dict[str, str] | None:
+def login(state: StateLayout) -> dict[str, str] | None:
     """The running web terminal's ``{"url", "login"}`` (the login link carries the credential), or None."""
     from the_loop.state import read_json
 
-    found = read_json(pointer_path(config))
+    found = read_json(pointer_path(state))
     control = found.get("control") if found else None
     return ask_login(Path(control)) if isinstance(control, str) else None
 
@@ -133,7 +134,7 @@ class WebTerminal:
         assert self.process is not None and self.gate is not None
         from the_loop.state import atomic_write_json
 
-        atomic_write_json(pointer_path(self.config), {"url": self.gate.url, "control": str(self.gate.control)})
+        atomic_write_json(pointer_path(self.config.state), {"url": self.gate.url, "control": str(self.gate.control)})
         events.emit("webterminal.started", pid=self.process.pid, url=self.gate.url, session=HUB_SESSION)
         print(
             f"web terminal: {self.gate.url} (tmux session {HUB_SESSION}); its login link: "
@@ -197,7 +198,7 @@ class WebTerminal:
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
         with contextlib.suppress(FileNotFoundError):
-            pointer_path(self.config).unlink()
+            pointer_path(self.config.state).unlink()
         self._release_lock()
         return killed
 

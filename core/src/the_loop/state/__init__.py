@@ -258,6 +258,11 @@ class StateLayout:
     def poll_status_path(self) -> Path:
         return self.root / "poll-status.json"
 
+    @property
+    def undelivered_path(self) -> Path:
+        """The channels' outbox: what a channel could not take yet."""
+        return self.root / "channels" / "undelivered.json"
+
     def portable_record(self, slug: str) -> Path:
         return self.portable_dir / f"{slug}.json"
 

@@ -48,7 +48,7 @@ def status(ctx: click.Context, probe: bool, output_format: str) -> None:
         },
         "posting": "local" if os.environ.get(settings.bot_token_env) else "none",
         "threads": len(channels.bindings(config, "slack")),
-        "backlog": channel_outbox.backlog(config),
+        "backlog": channel_outbox.backlog(config.state),
     }
     problems: list[str] = []
     if probe:

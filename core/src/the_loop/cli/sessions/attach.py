@@ -56,7 +56,7 @@ def _print_web_login(config: LoadedConfig, target: str) -> None:
     """The browser terminal is the shared hub session on the same tmux server: open it, then switch to ``target``."""
     from the_loop.daemon.webterminal import login
 
-    found = login(config) if config.core.routing.web_terminal.enabled else None
+    found = login(config.state) if config.core.routing.web_terminal.enabled else None
     if found is None:
         click.echo(
             "error: the web terminal is not running (routing.webTerminal.enabled: true, and an ingress service "
