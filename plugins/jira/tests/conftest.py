@@ -1,5 +1,5 @@
 """Fixtures of the Jira plugin's tests: the fake Jira REST API, the E §A.6 config pointing at it, and a loaded config
-with the plugin registered (for in-process tests). Tests import ``fake_jira`` and ``jira_fixtures`` by name (the
+with the plugin registered (for in-process tests). Tests import ``fake_jira`` and ``jira_world`` by name (the
 folder is on pytest's ``pythonpath``), never ``conftest``, which names another plugin's too.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from fake_jira import FakeJira
-from jira_fixtures import EMAIL, LABEL, TOKEN, base_config
+from jira_world import EMAIL, LABEL, TOKEN, base_config
 
 from the_loop.testing import LoopEnv
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fake_jira import FakeJira
-from jira_fixtures import EMAIL, TOKEN, base_config
+from jira_world import EMAIL, TOKEN, base_config
 
 from the_loop.testing import LoopEnv
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from fake_jira import FakeJira
-from jira_fixtures import EMAIL, SECRET, TOKEN, base_config
+from jira_world import EMAIL, SECRET, TOKEN, base_config
 
 from the_loop.ingress.signing import signature
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from fake_jira import FakeJira
-from jira_fixtures import base_config
+from jira_world import base_config
 
 from the_loop.ingress.poller import run_cycle
 from the_loop.interfaces import ServiceContext
@@ -166,7 +166,7 @@ def test_e11_a_500_echoing_headers_leaves_no_credential_in_the_trail(
 ) -> None:
     import base64
 
-    from jira_fixtures import EMAIL, TOKEN
+    from jira_world import EMAIL, TOKEN
 
     fake_jira.fail("GET", "search/jql", 500, echo_headers=True)
     result = cycle(load())

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from fake_jira import BOT, FakeJira
-from jira_fixtures import EMAIL, LABEL, TOKEN
+from jira_world import EMAIL, LABEL, TOKEN
 
 from the_loop.refs import parse_ref
 from the_loop_jira.client import CredentialsMissing, JiraError, jira_label

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from fake_jira import FakeJira
-from jira_fixtures import SECRET
+from jira_world import SECRET
 
 from the_loop.ingress.signing import signature
 from the_loop.models import InboundEvent

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_jira import FakeJira
-from jira_fixtures import base_config
+from jira_world import base_config
 
 from the_loop.refs import parse_ref
 from the_loop.sessions import workspace

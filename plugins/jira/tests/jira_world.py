@@ -1,4 +1,4 @@
-"""Shared constants and config builders of the Jira plugin's tests (imported by name: ``conftest`` is ambiguous when
+"""The Jira tests' world: shared constants and the config builders (imported by name: ``conftest`` is ambiguous when
 several plugins' tests run in one session)."""
 
 from __future__ import annotations
