@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from fake_jira import FakeJira
-from jira_world import EMAIL, LABEL, TOKEN, base_config
+from jira_world import EMAIL, LABEL, TOKEN, JiraWorld, base_config
 
 from the_loop.testing import LoopEnv
 
@@ -31,6 +31,14 @@ def jira_env(loop_env: LoopEnv, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
         monkeypatch.setenv(name, value)
         loop_env.env[name] = value
     return loop_env
+
+
+@pytest.fixture
+def world(jira_env: LoopEnv, fake_jira: FakeJira) -> Iterator[JiraWorld]:
+    """The :class:`~jira_world.JiraWorld` on ``jira_env`` and ``fake_jira``, closed at teardown."""
+    world = JiraWorld(jira_env, fake_jira)
+    yield world
+    world.close()
 
 
 @pytest.fixture

@@ -1,16 +1,36 @@
-"""The Jira tests' world: shared constants and the config builders (imported by name: ``conftest`` is ambiguous when
-several plugins' tests run in one session)."""
+"""The Jira tests' world: an operator machine against the fake Jira. ``loop_env``'s throw-away machine with the Jira
+credentials set and the fake Jira REST API, the E §A.6 config pointing at it, and the real services run on it
+(``the-loop daemon run poller --once``, the receiver) with the fake harness on a private tmux server; readers of the
+event log, the inbox and the work item's records. A uniquely named module (not ``conftest``) so test modules can
+import it beside other plugins' test folders."""
 
 from __future__ import annotations
 
+import json
+import secrets
+import signal
+import subprocess
+import sys
 from typing import Any
 
+import httpx
 from fake_jira import FakeJira
+
+from the_loop.ingress.signing import signature
+from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop.testing.harness import FakeHarness
 
 EMAIL = "bot@example.test"
 TOKEN = "jira-secret-token-9f8e7d"
 LABEL = "the-loop:auto-execute"
 SECRET = "jira-webhook-secret"
+SECRET_ENV = "THE_LOOP_JIRA_WEBHOOK_SECRET"
+"""The variable the doorbell's ``webhook.secretEnv`` names."""
+REF = "jira:jira.test/PROJ-12"
+"""The armed work item; the readers are about it unless told otherwise."""
+SLUG = "jira-jira.test-PROJ-12"
+TARGET = "loop-jira-jira_test-PROJ-12"
+"""REF's session's tmux target."""
 
 
 def jira_settings(fake: FakeJira, **more: Any) -> dict[str, Any]:
@@ -35,3 +55,136 @@ def base_config(fake: FakeJira, *, routing: dict[str, Any] | None = None, **jira
         },
         "integrations": {"jira": jira_settings(fake, **jira)},
     }
+
+
+class JiraWorld:
+    """One operator machine against the fake Jira: ``env`` (config file, state root, the subprocesses' environment)
+    and ``fake``. :meth:`configure_services` writes the config the real services run on; :meth:`close` stops what
+    they left running."""
+
+    __test__ = False
+
+    def __init__(self, env: LoopEnv, fake: FakeJira) -> None:
+        self.env = env
+        self.fake = fake
+        self.logs = env.tmp / "harness-logs"
+        self.work = env.tmp / "work"
+        self.socket = f"the-loop-test-{secrets.token_hex(6)}"
+        self.port = 0
+        self.receiver: subprocess.Popen[str] | None = None
+        self._services = False
+
+    # ---------------------------------------------------------------------------------------------- config
+
+    def configure_services(self) -> None:
+        """Write the config of a Jira-only install running the real services: the fake harness (the GitHub plugin
+        disabled), routing on into ``work/`` on a private tmux server, polling on, the receiver on a free port with
+        the doorbell's secret set."""
+        self.logs.mkdir()
+        self.work.mkdir()
+        self.port = free_port()
+        self._services = True
+        self.env.env.update(
+            {
+                "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin",
+                "THE_LOOP_DISABLE_PLUGINS": "github",
+                "FAKE_HARNESS_LOG": str(self.logs / "{session}.jsonl"),
+                SECRET_ENV: SECRET,
+            }
+        )
+        config = base_config(
+            self.fake,
+            routing={
+                "enabled": True,
+                "defaultHarness": "fake",
+                "spawnWorkdir": str(self.work),
+                "tmux": {"socketName": self.socket, "resumeProbeSeconds": 0.3},
+            },
+            webhook={"secretEnv": SECRET_ENV},
+        )
+        config["polling"]["enabled"] = True
+        config["webhooks"] = {"ghWebhook": {"enabled": True, "port": self.port}}
+        self.env.write_config(config)
+
+    # -------------------------------------------------------------------------------------- real processes
+
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``the-loop ARGS`` in a subprocess on this machine's config."""
+        return self.env.run(*args, timeout=timeout)
+
+    def poll(self) -> None:
+        """``the-loop daemon run poller --once``, which must succeed without a credential in its output."""
+        result = self.run("daemon", "run", "poller", "--once", timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert TOKEN not in result.stdout + result.stderr and EMAIL not in result.stdout + result.stderr
+
+    def start_receiver(self) -> None:
+        """``the-loop daemon run gh-webhook`` in the background, once it answers its health check."""
+        argv = [sys.executable, "-m", "the_loop", "-c", str(self.env.config_path), "daemon", "run", "gh-webhook"]
+        self.receiver = subprocess.Popen(argv, cwd=self.env.cwd, env=self.env.env, stderr=subprocess.PIPE, text=True)
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(lambda: healthy() or self.receiver.poll() is not None, timeout=20)  # type: ignore[union-attr]
+        assert self.receiver.poll() is None, self.receiver.stderr.read() if self.receiver.stderr else ""
+
+    def stop_receiver(self) -> None:
+        """SIGTERM the receiver and wait for it to exit."""
+        assert self.receiver is not None
+        self.receiver.send_signal(signal.SIGTERM)
+        self.receiver.wait(timeout=30)
+
+    @property
+    def receiver_url(self) -> str:
+        """The receiver's Jira doorbell."""
+        return f"http://127.0.0.1:{self.port}/jira-webhook"
+
+    def ring_receiver(self, payload: dict[str, Any]) -> httpx.Response:
+        """POST ``payload`` to the receiver's doorbell, signed with the secret."""
+        body = json.dumps(payload).encode()
+        headers = {"X-Hub-Signature": signature(SECRET, body), "Content-Type": "application/json"}
+        return httpx.post(self.receiver_url, content=body, headers=headers, timeout=10)
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``tmux ARGS`` on this machine's private server."""
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+
+    def close(self) -> None:
+        """Stop the receiver if it still runs; after the real services, kill the tmux server and any lock holder."""
+        if self.receiver is not None and self.receiver.poll() is None:
+            self.stop_receiver()
+        if self._services:
+            subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+            kill_lock_holders(self.env.root)
+
+    # --------------------------------------------------------------------------------------------- readers
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The event log in order: every event, or those called ``name``."""
+        return [e for e in self.env.events() if name is None or e["event"] == name]
+
+    def events_text(self) -> str:
+        """The event log as written, for a search of the whole trail."""
+        return (self.env.root / "logs" / "events.jsonl").read_text()
+
+    def inbox_empty(self) -> bool:
+        """No entry waits in the durable inbox."""
+        return not list((self.env.root / "local" / "inbox").glob("*.json"))
+
+    def local(self) -> dict[str, Any] | None:
+        """REF's local record (None when there is none)."""
+        path = self.env.root / "local" / f"{SLUG}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def portable(self) -> dict[str, Any]:
+        """REF's portable record, which must exist."""
+        return json.loads((self.env.root / "portable" / f"{SLUG}.json").read_text())
+
+    def harness(self) -> FakeHarness:
+        """The fake harness of REF's session as its local record names it."""
+        session = (self.local() or {})["sessions"][REF]
+        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl")

@@ -8,113 +8,24 @@ in ``routing.spawnWorkdir`` and delivers comments, so nothing in core needs the 
 from __future__ import annotations
 
 import json
-import secrets
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from fake_jira import FakeJira
-from jira_world import EMAIL, SECRET, TOKEN, base_config
+from jira_world import EMAIL, REF, SECRET, TARGET, TOKEN, JiraWorld
 
 from the_loop.ingress.signing import signature
-from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
-from the_loop.testing.harness import FakeHarness
-
-REF = "jira:jira.test/PROJ-12"
-SLUG = "jira-jira.test-PROJ-12"
-TARGET = "loop-jira-jira_test-PROJ-12"
-
-
-class World:
-    def __init__(self, env: LoopEnv, fake: FakeJira, socket: str, logs: Path, work: Path, port: int) -> None:
-        self.env, self.fake, self.socket, self.logs, self.work, self.port = env, fake, socket, logs, work, port
-        self.receiver: subprocess.Popen[str] | None = None
-
-    def poll(self) -> None:
-        result = self.env.run("daemon", "run", "poller", "--once", timeout=60)
-        assert result.returncode == 0, result.stderr
-        assert TOKEN not in result.stdout + result.stderr and EMAIL not in result.stdout + result.stderr
-
-    def start_receiver(self) -> None:
-        argv = [sys.executable, "-m", "the_loop", "-c", str(self.env.config_path), "daemon", "run", "gh-webhook"]
-        self.receiver = subprocess.Popen(argv, cwd=self.env.cwd, env=self.env.env, stderr=subprocess.PIPE, text=True)
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(lambda: healthy() or self.receiver.poll() is not None, timeout=20)  # type: ignore[union-attr]
-        assert self.receiver.poll() is None, self.receiver.stderr.read() if self.receiver.stderr else ""
-
-    def ring(self, payload: dict[str, Any]) -> httpx.Response:
-        body = json.dumps(payload).encode()
-        headers = {"X-Hub-Signature": signature(SECRET, body), "Content-Type": "application/json"}
-        return httpx.post(f"http://127.0.0.1:{self.port}/jira-webhook", content=body, headers=headers, timeout=10)
-
-    def inbox_empty(self) -> bool:
-        return not list((self.env.root / "local" / "inbox").glob("*.json"))
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in self.env.events() if e["event"] == name]
-
-    def local(self) -> dict[str, Any] | None:
-        path = self.env.root / "local" / f"{SLUG}.json"
-        return json.loads(path.read_text()) if path.exists() else None
-
-    def portable(self) -> dict[str, Any]:
-        return json.loads((self.env.root / "portable" / f"{SLUG}.json").read_text())
-
-    def harness(self) -> FakeHarness:
-        session = (self.local() or {})["sessions"][REF]
-        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl")
-
-    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+from the_loop.testing import wait_for
 
 
 @pytest.fixture
-def world(jira_env: LoopEnv, fake_jira: FakeJira) -> Iterator[World]:
-    socket = f"the-loop-test-{secrets.token_hex(6)}"
-    logs, work = jira_env.tmp / "harness-logs", jira_env.tmp / "work"
-    logs.mkdir()
-    work.mkdir()
-    port = free_port()
-    jira_env.env.update(
-        THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin",
-        THE_LOOP_DISABLE_PLUGINS="github",
-        FAKE_HARNESS_LOG=str(logs / "{session}.jsonl"),
-        THE_LOOP_JIRA_WEBHOOK_SECRET=SECRET,
-    )
-    config = base_config(
-        fake_jira,
-        routing={
-            "enabled": True,
-            "defaultHarness": "fake",
-            "spawnWorkdir": str(work),
-            "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
-        },
-        webhook={"secretEnv": "THE_LOOP_JIRA_WEBHOOK_SECRET"},
-    )
-    config["polling"]["enabled"] = True
-    config["webhooks"] = {"ghWebhook": {"enabled": True, "port": port}}
-    jira_env.write_config(config)
-    world = World(jira_env, fake_jira, socket, logs, work, port)
-    yield world
-    if world.receiver is not None and world.receiver.poll() is None:
-        world.receiver.send_signal(signal.SIGTERM)
-        world.receiver.wait(timeout=30)
-    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10)
-    kill_lock_holders(jira_env.root)
+def world(world: JiraWorld) -> JiraWorld:
+    """The world with the config the real services run on."""
+    world.configure_services()
+    return world
 
 
-def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: World, fake_jira: FakeJira) -> None:
+def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fake_jira: FakeJira) -> None:
     fake_jira.add_comment("PROJ-12", "hello", "acc-x")
     world.poll()  # E3: first sight baselines the thread
     assert world.local() is None and world.portable()["poll"]["seenComments"]
@@ -142,19 +53,18 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: World, fake_j
     # the inbox has forgotten it (beyond routing.dedupCacheSize), the control claim still holds
     world.start_receiver()
     doorbell = {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": 10012}}
-    assert world.ring(doorbell).status_code == 202
+    assert world.ring_receiver(doorbell).status_code == 202
     wait_for(lambda: world.events("webhook.received") and world.inbox_empty(), timeout=20)
     assert world.events("routing.dropped")[-1]["reason"] == "duplicate-delivery"
     (world.env.root / "local" / "inbox" / "completed.jsonl").write_text("")
-    assert world.ring(doorbell).status_code == 202
+    assert world.ring_receiver(doorbell).status_code == 202
     wait_for(lambda: any(e["reason"] == "already-processed" for e in world.events("dispatch.dropped")), timeout=20)
     assert len(world.events("control.command")) == 1
     assert len(world.events("session.spawned")) <= 1 and len(harness.records("ready")) == 1
 
     # E13: Done in Jira closes the session; nobody sent it, so cleanup is deferred
     fake_jira.issues["PROJ-12"].category = "done"
-    world.receiver.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-    world.receiver.wait(timeout=30)  # type: ignore[union-attr]
+    world.stop_receiver()
     world.poll()
     ended = world.portable()["ended"]
     assert ended["source"] == "poll"
@@ -163,15 +73,15 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: World, fake_j
     assert deferred and deferred[-1]["reason"] == "no-actor"
 
     # no credential anywhere in the trail
-    text = (world.env.root / "logs" / "events.jsonl").read_text()
+    text = world.events_text()
     assert TOKEN not in text and EMAIL not in text
 
 
-def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: World, fake_jira: FakeJira) -> None:
+def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: JiraWorld, fake_jira: FakeJira) -> None:
     """The real server decodes header bytes itself: a non-ASCII signature must be a 401, never a 500."""
     world.start_receiver()
     body = json.dumps({"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": 1}}).encode()
-    url = f"http://127.0.0.1:{world.port}/jira-webhook"
+    url = world.receiver_url
     good = signature(SECRET, body)
     for header in (None, b"sha256=" + b"0" * 64, good[:-2].encode() + "é".encode()):
         headers = {"X-Atlassian-Webhook-Identifier": "g-e6", "X-The-Loop-Peer": "10.9.9.9"}  # a forged peer
@@ -182,8 +92,7 @@ def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: World, fake
         ("invalid-signature", "jira", "g-e6", "127.0.0.1")  # J21: the peer, as the server saw it
     ] * 3
     assert fake_jira.requests == [] and world.inbox_empty()
-    world.receiver.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-    world.receiver.wait(timeout=30)  # type: ignore[union-attr]
+    world.stop_receiver()
 
     del world.env.env["THE_LOOP_JIRA_WEBHOOK_SECRET"]  # no secret: no route, though the receiver runs
     world.start_receiver()
@@ -191,7 +100,7 @@ def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: World, fake
     assert fake_jira.requests == []
 
 
-def test_a6_a_moved_ticket_is_never_acted_on(world: World, fake_jira: FakeJira) -> None:
+def test_a6_a_moved_ticket_is_never_acted_on(world: JiraWorld, fake_jira: FakeJira) -> None:
     """Once Jira answers PROJ-12 under another key, neither ingress delivers to, nor closes, PROJ-12's session."""
     world.poll()
     fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
@@ -209,7 +118,7 @@ def test_a6_a_moved_ticket_is_never_acted_on(world: World, fake_jira: FakeJira) 
 
     world.start_receiver()
     doorbell = {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": comment}}
-    assert world.ring(doorbell).status_code == 202
+    assert world.ring_receiver(doorbell).status_code == 202
     wait_for(lambda: any(e["reason"] == "jira-ticket-moved" for e in world.events("routing.dropped")), timeout=20)
     world.poll()
     assert world.inbox_empty() and not world.events("poll.closure_detected")
@@ -219,14 +128,14 @@ def test_a6_a_moved_ticket_is_never_acted_on(world: World, fake_jira: FakeJira) 
     assert len(harness.submitted()) == before
 
 
-def test_e11_a_failing_call_in_the_real_poller_leaks_no_credential(world: World, fake_jira: FakeJira) -> None:
+def test_e11_a_failing_call_in_the_real_poller_leaks_no_credential(world: JiraWorld, fake_jira: FakeJira) -> None:
     """Jira answers 500 echoing the request headers: the poller's output and the event log name the failure,
     never the token, the e-mail, their base64 pair or the Authorization header."""
     import base64
 
     fake_jira.fail("GET", "search/jql", 500, echo_headers=True)
-    result = world.env.run("daemon", "run", "poller", "--once", timeout=60)
-    trail = result.stdout + result.stderr + (world.env.root / "logs" / "events.jsonl").read_text()
+    result = world.run("daemon", "run", "poller", "--once", timeout=60)
+    trail = result.stdout + result.stderr + world.events_text()
     assert "injected 500" in trail
     pair = base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
     for secret in (TOKEN, EMAIL, pair):
@@ -234,14 +143,16 @@ def test_e11_a_failing_call_in_the_real_poller_leaks_no_credential(world: World,
     assert fake_jira.seen("GET", "search/jql")[0].headers["authorization"] == f"Basic {pair}"  # it was sent
 
 
-def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(world: World, fake_jira: FakeJira) -> None:
+def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(
+    world: JiraWorld, fake_jira: FakeJira
+) -> None:
     world.poll()
     fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
     world.poll()
     world.harness().wait_ready(timeout=20)
     fake_jira.issues["PROJ-12"].category = "done"
     world.start_receiver()
-    assert world.ring({"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}).status_code == 202
+    assert world.ring_receiver({"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}).status_code == 202
     wait_for(lambda: "ended" in world.portable(), timeout=20)
     assert world.portable()["ended"]["source"] == "webhook"
     assert world.local()["sessions"][REF]["status"] == "closed"  # type: ignore[index]  # closed before ended is stamped
@@ -260,7 +171,7 @@ class Roster(LifecycleHooks):
 
 
 def test_l16c_a_refused_start_on_a_jira_ticket_gets_one_marked_explanation_and_disarms(
-    world: World,
+    world: JiraWorld,
     fake_jira: FakeJira,
 ) -> None:
     from the_loop_jira.markup import AGENT_MARKER
