@@ -13,6 +13,7 @@ from fake_jira import FakeJira
 from jira_world import EMAIL, LABEL, TOKEN, JiraWorld, base_config
 
 from the_loop.testing import LoopEnv
+from the_loop.testing.host import TestHost
 
 
 @pytest.fixture
@@ -34,9 +35,11 @@ def jira_env(loop_env: LoopEnv, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
 
 
 @pytest.fixture
-def world(jira_env: LoopEnv, fake_jira: FakeJira) -> Iterator[JiraWorld]:
+def world(
+    jira_env: LoopEnv, fake_jira: FakeJira, plugin_host: TestHost, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[JiraWorld]:
     """The :class:`~jira_world.JiraWorld` on ``jira_env`` and ``fake_jira``, closed at teardown."""
-    world = JiraWorld(jira_env, fake_jira)
+    world = JiraWorld.create(jira_env, fake_jira, plugin_host, monkeypatch)
     yield world
     world.close()
 

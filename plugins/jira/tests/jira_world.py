@@ -11,14 +11,22 @@ import secrets
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fake_jira import FakeJira
 
+from the_loop import events
+from the_loop.config import LoadedConfig, load_config
+from the_loop.ingress.poller import run_cycle
 from the_loop.ingress.signing import signature
+from the_loop.interfaces import ServiceContext
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 from the_loop.testing.harness import FakeHarness
+from the_loop.testing.host import TestHost
+from the_loop_jira.poll import JiraPollSource
 
 EMAIL = "bot@example.test"
 TOKEN = "jira-secret-token-9f8e7d"
@@ -28,7 +36,6 @@ SECRET_ENV = "THE_LOOP_JIRA_WEBHOOK_SECRET"
 """The variable the doorbell's ``webhook.secretEnv`` names."""
 REF = "jira:jira.test/PROJ-12"
 """The armed work item; the readers are about it unless told otherwise."""
-SLUG = "jira-jira.test-PROJ-12"
 TARGET = "loop-jira-jira_test-PROJ-12"
 """REF's session's tmux target."""
 
@@ -59,22 +66,57 @@ def base_config(fake: FakeJira, *, routing: dict[str, Any] | None = None, **jira
 
 class JiraWorld:
     """One operator machine against the fake Jira: ``env`` (config file, state root, the subprocesses' environment)
-    and ``fake``. :meth:`configure_services` writes the config the real services run on; :meth:`close` stops what
-    they left running."""
+    and ``fake``. In this process :meth:`load` writes the config and loads it with the Jira plugin on the test's
+    plugin host (:attr:`config` loads the base config on first use); :meth:`configure_services` writes the config the
+    real services run on instead; :meth:`close` stops what they left running."""
 
     __test__ = False
 
-    def __init__(self, env: LoopEnv, fake: FakeJira) -> None:
+    def __init__(self, env: LoopEnv, fake: FakeJira, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A world on ``env`` and ``fake``; :meth:`create` also registers the Jira plugin on ``host``."""
         self.env = env
         self.fake = fake
+        self.host = host
+        self.monkeypatch = monkeypatch
         self.logs = env.tmp / "harness-logs"
         self.work = env.tmp / "work"
         self.socket = f"the-loop-test-{secrets.token_hex(6)}"
         self.port = 0
         self.receiver: subprocess.Popen[str] | None = None
         self._services = False
+        self._config: LoadedConfig | None = None
+
+    @classmethod
+    def create(cls, env: LoopEnv, fake: FakeJira, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> JiraWorld:
+        """A world with the Jira plugin registered on ``host``."""
+        import the_loop_jira.plugin
+
+        host.register(the_loop_jira.plugin, "jira")
+        return cls(env, fake, host, monkeypatch)
 
     # ---------------------------------------------------------------------------------------------- config
+
+    def document(self, *, routing: dict[str, Any] | None = None, **jira: Any) -> dict[str, Any]:
+        """The base config (E §A.6) pointing at the fake: ``routing`` keys added to ``routing:``, ``jira`` keys to
+        ``integrations.jira``."""
+        return base_config(self.fake, routing=routing, **jira)
+
+    def write(self, config: dict[str, Any] | None = None, **jira: Any) -> Path:
+        """Write ``config``, or the base config with ``jira`` overrides (see :meth:`document`)."""
+        return self.env.write_config(config if config is not None else self.document(**jira))
+
+    def load(self, config: dict[str, Any] | None = None, **jira: Any) -> LoadedConfig:
+        """:meth:`write` the config and load it in this process, the event log pointed at its state (as the
+        poller's)."""
+        self.write(config, **jira)
+        self._config = load_config(self.env.config_path, self.host)
+        events.configure(self._config.state.events_path, "poller", enabled=True)
+        return self._config
+
+    @property
+    def config(self) -> LoadedConfig:
+        """The config :meth:`load` loaded last (the base config, loaded now, if it never ran)."""
+        return self._config if self._config is not None else self.load()
 
     def configure_services(self) -> None:
         """Write the config of a Jira-only install running the real services: the fake harness (the GitHub plugin
@@ -105,6 +147,12 @@ class JiraWorld:
         config["polling"]["enabled"] = True
         config["webhooks"] = {"ghWebhook": {"enabled": True, "port": self.port}}
         self.env.write_config(config)
+
+    # ------------------------------------------------------------------------------------------ in process
+
+    def cycle(self) -> dict[str, Any]:
+        """One cycle of core's poll loop over the Jira poll source on :attr:`config`; its result."""
+        return run_cycle(ServiceContext(config=self.config, should_stop=lambda: False), [JiraPollSource(self.config)])
 
     # -------------------------------------------------------------------------------------- real processes
 
@@ -171,18 +219,32 @@ class JiraWorld:
         """The event log as written, for a search of the whole trail."""
         return (self.env.root / "logs" / "events.jsonl").read_text()
 
+    def inbox(self) -> list[dict[str, Any]]:
+        """The events waiting in the durable inbox, in the order of their entry files."""
+        directory = self.env.root / "local" / "inbox"
+        return [json.loads(p.read_text())["entry"]["event"] for p in sorted(directory.glob("*.json"))]
+
+    def inbox_keys(self) -> list[str]:
+        """The keys of the entries waiting in the durable inbox, sorted."""
+        directory = self.env.root / "local" / "inbox"
+        return sorted(json.loads(p.read_text())["key"] for p in directory.glob("*.json"))
+
     def inbox_empty(self) -> bool:
         """No entry waits in the durable inbox."""
         return not list((self.env.root / "local" / "inbox").glob("*.json"))
 
-    def local(self) -> dict[str, Any] | None:
-        """REF's local record (None when there is none)."""
-        path = self.env.root / "local" / f"{SLUG}.json"
+    def record_path(self, half: str, key: str = "PROJ-12") -> Path:
+        """Where the ``half`` (``local`` or ``portable``) record of jira.test's ticket ``key`` is kept."""
+        return self.env.root / half / f"jira-jira.test-{key}.json"
+
+    def local(self, key: str = "PROJ-12") -> dict[str, Any] | None:
+        """The local record of ticket ``key`` (None when there is none)."""
+        path = self.record_path("local", key)
         return json.loads(path.read_text()) if path.exists() else None
 
-    def portable(self) -> dict[str, Any]:
-        """REF's portable record, which must exist."""
-        return json.loads((self.env.root / "portable" / f"{SLUG}.json").read_text())
+    def portable(self, key: str = "PROJ-12") -> dict[str, Any]:
+        """The portable record of ticket ``key``, which must exist."""
+        return json.loads(self.record_path("portable", key).read_text())
 
     def harness(self) -> FakeHarness:
         """The fake harness of REF's session as its local record names it."""
