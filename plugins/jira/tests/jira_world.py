@@ -22,11 +22,12 @@ from the_loop import events
 from the_loop.config import LoadedConfig, load_config
 from the_loop.ingress.poller import run_cycle
 from the_loop.ingress.signing import signature
-from the_loop.interfaces import ServiceContext
+from the_loop.interfaces import ServiceContext, WebhookResponse
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 from the_loop.testing.harness import FakeHarness
 from the_loop.testing.host import TestHost
 from the_loop_jira.poll import JiraPollSource
+from the_loop_jira.webhook import JiraWebhook
 
 EMAIL = "bot@example.test"
 TOKEN = "jira-secret-token-9f8e7d"
@@ -64,6 +65,17 @@ def base_config(fake: FakeJira, *, routing: dict[str, Any] | None = None, **jira
     }
 
 
+def comment_created(comment_id: Any, key: str = "PROJ-12", **claims: Any) -> dict[str, Any]:
+    """A ``comment_created`` doorbell for comment ``comment_id`` on ticket ``key``; ``claims`` are more comment
+    fields, which a doorbell may carry but Jira is asked for instead."""
+    return {"webhookEvent": "comment_created", "issue": {"key": key}, "comment": {"id": comment_id, **claims}}
+
+
+def issue_updated(key: str = "PROJ-12") -> dict[str, Any]:
+    """A ``jira:issue_updated`` doorbell for ticket ``key``."""
+    return {"webhookEvent": "jira:issue_updated", "issue": {"key": key}}
+
+
 class JiraWorld:
     """One operator machine against the fake Jira: ``env`` (config file, state root, the subprocesses' environment)
     and ``fake``. In this process :meth:`load` writes the config and loads it with the Jira plugin on the test's
@@ -85,6 +97,7 @@ class JiraWorld:
         self.receiver: subprocess.Popen[str] | None = None
         self._services = False
         self._config: LoadedConfig | None = None
+        self._hook: JiraWebhook | None = None
 
     @classmethod
     def create(cls, env: LoopEnv, fake: FakeJira, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> JiraWorld:
@@ -153,6 +166,29 @@ class JiraWorld:
     def cycle(self) -> dict[str, Any]:
         """One cycle of core's poll loop over the Jira poll source on :attr:`config`; its result."""
         return run_cycle(ServiceContext(config=self.config, should_stop=lambda: False), [JiraPollSource(self.config)])
+
+    def doorbell(self, *, secret: bool = True) -> JiraWebhook:
+        """The Jira doorbell route on a config whose ``webhook.secretEnv`` names SECRET_ENV, that variable set to the
+        secret (or unset: no route); :meth:`ring` rings it."""
+        if secret:
+            self.monkeypatch.setenv(SECRET_ENV, SECRET)
+        else:
+            self.monkeypatch.delenv(SECRET_ENV, raising=False)
+        self._hook = JiraWebhook(self.load(webhook={"secretEnv": SECRET_ENV}))
+        return self._hook
+
+    @property
+    def hook(self) -> JiraWebhook:
+        """The route :meth:`doorbell` made last."""
+        assert self._hook is not None, "no doorbell: call world.doorbell() first"
+        return self._hook
+
+    def ring(self, payload: Any, *, sign: str | None = None, guid: str = "g-1") -> WebhookResponse:
+        """Deliver ``payload`` to :attr:`hook` as core's server calls a route: delivery ``guid``, signed with the
+        secret unless ``sign`` is the signature header to send."""
+        body = json.dumps(payload).encode()
+        headers = {"X-Atlassian-Webhook-Identifier": guid, "X-Hub-Signature": sign or signature(SECRET, body)}
+        return self.hook.handle(headers, body)
 
     # -------------------------------------------------------------------------------------- real processes
 

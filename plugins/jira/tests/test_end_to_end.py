@@ -12,7 +12,7 @@ import json
 import httpx
 import pytest
 from fake_jira import FakeJira
-from jira_world import EMAIL, REF, SECRET, TARGET, TOKEN, JiraWorld
+from jira_world import EMAIL, REF, SECRET, TARGET, TOKEN, JiraWorld, comment_created, issue_updated
 
 from the_loop.ingress.signing import signature
 from the_loop.testing import wait_for
@@ -52,7 +52,7 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fa
     # E5: the same comment rung through the doorbell is not executed again — the inbox knows the key; and once
     # the inbox has forgotten it (beyond routing.dedupCacheSize), the control claim still holds
     world.start_receiver()
-    doorbell = {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": 10012}}
+    doorbell = comment_created(10012)
     assert world.ring_receiver(doorbell).status_code == 202
     wait_for(lambda: world.events("webhook.received") and world.inbox_empty(), timeout=20)
     assert world.events("routing.dropped")[-1]["reason"] == "duplicate-delivery"
@@ -80,7 +80,7 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fa
 def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: JiraWorld, fake_jira: FakeJira) -> None:
     """The real server decodes header bytes itself: a non-ASCII signature must be a 401, never a 500."""
     world.start_receiver()
-    body = json.dumps({"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": 1}}).encode()
+    body = json.dumps(comment_created(1)).encode()
     url = world.receiver_url
     good = signature(SECRET, body)
     for header in (None, b"sha256=" + b"0" * 64, good[:-2].encode() + "é".encode()):
@@ -117,7 +117,7 @@ def test_a6_a_moved_ticket_is_never_acted_on(world: JiraWorld, fake_jira: FakeJi
     moved.category = "done"  # and done: still no closure for PROJ-12, whose key Jira no longer answers to
 
     world.start_receiver()
-    doorbell = {"webhookEvent": "comment_created", "issue": {"key": "PROJ-12"}, "comment": {"id": comment}}
+    doorbell = comment_created(comment)
     assert world.ring_receiver(doorbell).status_code == 202
     wait_for(lambda: any(e["reason"] == "jira-ticket-moved" for e in world.events("routing.dropped")), timeout=20)
     world.poll()
@@ -152,7 +152,7 @@ def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(
     world.harness().wait_ready(timeout=20)
     fake_jira.issues["PROJ-12"].category = "done"
     world.start_receiver()
-    assert world.ring_receiver({"webhookEvent": "jira:issue_updated", "issue": {"key": "PROJ-12"}}).status_code == 202
+    assert world.ring_receiver(issue_updated()).status_code == 202
     wait_for(lambda: "ended" in world.portable(), timeout=20)
     assert world.portable()["ended"]["source"] == "webhook"
     assert world.local()["sessions"][REF]["status"] == "closed"  # type: ignore[index]  # closed before ended is stamped
