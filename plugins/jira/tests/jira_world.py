@@ -27,6 +27,7 @@ from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
 from the_loop.testing.harness import FakeHarness
 from the_loop.testing.host import TestHost
 from the_loop_jira.poll import JiraPollSource
+from the_loop_jira.ticketing import JiraTicketProvider
 from the_loop_jira.webhook import JiraWebhook
 
 EMAIL = "bot@example.test"
@@ -166,6 +167,10 @@ class JiraWorld:
     def cycle(self) -> dict[str, Any]:
         """One cycle of core's poll loop over the Jira poll source on :attr:`config`; its result."""
         return run_cycle(ServiceContext(config=self.config, should_stop=lambda: False), [JiraPollSource(self.config)])
+
+    def provider(self) -> JiraTicketProvider:
+        """The Jira ticket provider on :attr:`config`."""
+        return JiraTicketProvider(self.config)
 
     def doorbell(self, *, secret: bool = True) -> JiraWebhook:
         """The Jira doorbell route on a config whose ``webhook.secretEnv`` names SECRET_ENV, that variable set to the
