@@ -11,7 +11,6 @@ import json
 
 import httpx
 import pytest
-from fake_jira import FakeJira
 from jira_world import EMAIL, REF, SECRET, TARGET, TOKEN, JiraWorld, comment_created, issue_updated
 
 from the_loop.ingress.signing import signature
@@ -25,13 +24,13 @@ def world(world: JiraWorld) -> JiraWorld:
     return world
 
 
-def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fake_jira: FakeJira) -> None:
-    fake_jira.add_comment("PROJ-12", "hello", "acc-x")
+def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld) -> None:
+    world.fake.add_comment("PROJ-12", "hello", "acc-x")
     world.poll()  # E3: first sight baselines the thread
     assert world.local() is None and world.portable()["poll"]["seenComments"]
 
     # E4: an authorized start spawns the session in routing.spawnWorkdir
-    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
+    world.fake.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
     world.poll()
     control = world.portable()["control"]
     assert (control["command"], control["source"], control["actor"]) == ("start", "comment", "acc-ok")
@@ -44,7 +43,7 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fa
     harness.wait_ready(timeout=20)
 
     # a Jira comment reaches the session
-    fake_jira.add_comment("PROJ-12", "please add a test for the widget", "acc-ok")
+    world.fake.add_comment("PROJ-12", "please add a test for the widget", "acc-ok")
     world.poll()
     submitted = harness.wait_for_submitted(2, timeout=20)
     assert "please add a test for the widget" in submitted[-1]
@@ -63,7 +62,7 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fa
     assert len(world.events("session.spawned")) <= 1 and len(harness.records("ready")) == 1
 
     # E13: Done in Jira closes the session; nobody sent it, so cleanup is deferred
-    fake_jira.issues["PROJ-12"].category = "done"
+    world.fake.issues["PROJ-12"].category = "done"
     world.stop_receiver()
     world.poll()
     ended = world.portable()["ended"]
@@ -77,7 +76,7 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld, fa
     assert TOKEN not in text and EMAIL not in text
 
 
-def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: JiraWorld, fake_jira: FakeJira) -> None:
+def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: JiraWorld) -> None:
     """The real server decodes header bytes itself: a non-ASCII signature must be a 401, never a 500."""
     world.start_receiver()
     body = json.dumps(comment_created(1)).encode()
@@ -91,29 +90,29 @@ def test_e6_a7_issue_496_signatures_through_the_real_receiver(world: JiraWorld, 
     assert [(e["reason"], e["provider"], e["delivery_id"], e["peer"]) for e in rejected] == [
         ("invalid-signature", "jira", "g-e6", "127.0.0.1")  # J21: the peer, as the server saw it
     ] * 3
-    assert fake_jira.requests == [] and world.inbox_empty()
+    assert world.fake.requests == [] and world.inbox_empty()
     world.stop_receiver()
 
     del world.env.env["THE_LOOP_JIRA_WEBHOOK_SECRET"]  # no secret: no route, though the receiver runs
     world.start_receiver()
     assert httpx.post(url, content=body, headers={"X-Hub-Signature": good}, timeout=10).status_code == 404
-    assert fake_jira.requests == []
+    assert world.fake.requests == []
 
 
-def test_a6_a_moved_ticket_is_never_acted_on(world: JiraWorld, fake_jira: FakeJira) -> None:
+def test_a6_a_moved_ticket_is_never_acted_on(world: JiraWorld) -> None:
     """Once Jira answers PROJ-12 under another key, neither ingress delivers to, nor closes, PROJ-12's session."""
     world.poll()
-    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
+    world.fake.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
     world.poll()
     harness = world.harness()
     harness.wait_ready(timeout=20)
     before = len(harness.submitted())
 
-    moved = fake_jira.issues.pop("PROJ-12")
+    moved = world.fake.issues.pop("PROJ-12")
     moved.key = "PROJ-40"
-    fake_jira.issues["PROJ-40"] = moved
-    fake_jira.moved["PROJ-12"] = "PROJ-40"
-    comment = fake_jira.add_comment("PROJ-40", "please keep going", "acc-ok")
+    world.fake.issues["PROJ-40"] = moved
+    world.fake.moved["PROJ-12"] = "PROJ-40"
+    comment = world.fake.add_comment("PROJ-40", "please keep going", "acc-ok")
     moved.category = "done"  # and done: still no closure for PROJ-12, whose key Jira no longer answers to
 
     world.start_receiver()
@@ -128,29 +127,27 @@ def test_a6_a_moved_ticket_is_never_acted_on(world: JiraWorld, fake_jira: FakeJi
     assert len(harness.submitted()) == before
 
 
-def test_e11_a_failing_call_in_the_real_poller_leaks_no_credential(world: JiraWorld, fake_jira: FakeJira) -> None:
+def test_e11_a_failing_call_in_the_real_poller_leaks_no_credential(world: JiraWorld) -> None:
     """Jira answers 500 echoing the request headers: the poller's output and the event log name the failure,
     never the token, the e-mail, their base64 pair or the Authorization header."""
     import base64
 
-    fake_jira.fail("GET", "search/jql", 500, echo_headers=True)
+    world.fake.fail("GET", "search/jql", 500, echo_headers=True)
     result = world.run("daemon", "run", "poller", "--once", timeout=60)
     trail = result.stdout + result.stderr + world.events_text()
     assert "injected 500" in trail
     pair = base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
     for secret in (TOKEN, EMAIL, pair):
         assert secret not in trail
-    assert fake_jira.seen("GET", "search/jql")[0].headers["authorization"] == f"Basic {pair}"  # it was sent
+    assert world.fake.seen("GET", "search/jql")[0].headers["authorization"] == f"Basic {pair}"  # it was sent
 
 
-def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(
-    world: JiraWorld, fake_jira: FakeJira
-) -> None:
+def test_j16_j17_done_rung_through_the_webhook_closes_with_source_webhook(world: JiraWorld) -> None:
     world.poll()
-    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
+    world.fake.add_comment("PROJ-12", "the-loop start", "acc-ok", comment_id=10012)
     world.poll()
     world.harness().wait_ready(timeout=20)
-    fake_jira.issues["PROJ-12"].category = "done"
+    world.fake.issues["PROJ-12"].category = "done"
     world.start_receiver()
     assert world.ring_receiver(issue_updated()).status_code == 202
     wait_for(lambda: "ended" in world.portable(), timeout=20)
@@ -170,10 +167,7 @@ class Roster(LifecycleHooks):
 """
 
 
-def test_l16c_a_refused_start_on_a_jira_ticket_gets_one_marked_explanation_and_disarms(
-    world: JiraWorld,
-    fake_jira: FakeJira,
-) -> None:
+def test_l16c_a_refused_start_on_a_jira_ticket_gets_one_marked_explanation_and_disarms(world: JiraWorld) -> None:
     from the_loop_jira.markup import AGENT_MARKER
 
     hooks = world.env.config_path.parent / "hooks"
@@ -184,7 +178,7 @@ def test_l16c_a_refused_start_on_a_jira_ticket_gets_one_marked_explanation_and_d
     )
 
     world.poll()  # first sight baselines the thread
-    fake_jira.add_comment("PROJ-12", "the-loop start", "acc-ok")
+    world.fake.add_comment("PROJ-12", "the-loop start", "acc-ok")
     world.poll()
 
     assert world.local() is None and world.tmux("has-session", "-t", "loop-jira-jira_test-PROJ-12").returncode != 0
@@ -197,12 +191,12 @@ def test_l16c_a_refused_start_on_a_jira_ticket_gets_one_marked_explanation_and_d
     assert "lifecycle" not in portable
 
     posted = [
-        c for c in fake_jira.issues["PROJ-12"].comments if c["author"]["accountId"] == fake_jira.myself["accountId"]
+        c for c in world.fake.issues["PROJ-12"].comments if c["author"]["accountId"] == world.fake.myself["accountId"]
     ]
     assert len(posted) == 1
     text = json.dumps(posted[0]["body"])
     assert "not on the release roster" in text and AGENT_MARKER in text
 
-    fake_jira.add_comment("PROJ-12", "please get going", "acc-ok")
+    world.fake.add_comment("PROJ-12", "please get going", "acc-ok")
     world.poll()
     assert world.local() is None and len(world.events("hooks.refused")) == 1  # not asked again without an arming
