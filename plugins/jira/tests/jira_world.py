@@ -1,8 +1,9 @@
-"""The Jira tests' world: an operator machine against the fake Jira. ``loop_env``'s throw-away machine with the Jira
-credentials set and the fake Jira REST API, the E §A.6 config pointing at it, and the real services run on it
-(``the-loop daemon run poller --once``, the receiver) with the fake harness on a private tmux server; readers of the
-event log, the inbox and the work item's records. A uniquely named module (not ``conftest``) so test modules can
-import it beside other plugins' test folders."""
+"""The Jira tests' world: one operator machine against the fake Jira (:class:`JiraWorld`, the ``world`` fixture of
+this folder's conftest). ``loop_env``'s throw-away machine with the Jira credentials set, the fake Jira REST API and the
+E §A.6 config pointing at it; driven in this process (the config loaded with the Jira plugin: a poll cycle, the doorbell
+route, the ticket provider) or through the real services (``the-loop daemon run poller --once``, the receiver, the fake
+harness on a private tmux server); readers of the event log, the inbox and the records. A uniquely named module (not
+``conftest``) so test modules can import it beside other plugins' test folders."""
 
 from __future__ import annotations
 
@@ -42,30 +43,6 @@ TARGET = "loop-jira-jira_test-PROJ-12"
 """REF's session's tmux target."""
 
 
-def jira_settings(fake: FakeJira, **more: Any) -> dict[str, Any]:
-    return {
-        "site": "jira.test",
-        "deployment": "cloud",
-        "serverUrl": fake.url,
-        "api": {"emailEnv": ["JIRA_EMAIL"], "tokenEnv": ["JIRA_API_TOKEN"]},
-        "projects": {"PROJ": {"repository": "octo/repo"}, "OPS": {}},
-        **more,
-    }
-
-
-def base_config(fake: FakeJira, *, routing: dict[str, Any] | None = None, **jira: Any) -> dict[str, Any]:
-    return {
-        "version": "0.12.0",
-        "polling": {"sources": [{"provider": "jira", "projects": ["PROJ"]}]},
-        "routing": {
-            "spawnOnUnmatched": "labeled",
-            "authorizedUsers": [{"github": "octocat", "jira": "acc-ok"}],
-            **(routing or {}),
-        },
-        "integrations": {"jira": jira_settings(fake, **jira)},
-    }
-
-
 def comment_created(comment_id: Any, key: str = "PROJ-12", **claims: Any) -> dict[str, Any]:
     """A ``comment_created`` doorbell for comment ``comment_id`` on ticket ``key``; ``claims`` are more comment
     fields, which a doorbell may carry but Jira is asked for instead."""
@@ -86,7 +63,7 @@ class JiraWorld:
     __test__ = False
 
     def __init__(self, env: LoopEnv, fake: FakeJira, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A world on ``env`` and ``fake``; :meth:`create` also registers the Jira plugin on ``host``."""
+        """A world on ``env`` and ``fake``; :meth:`create` also sets the credentials and registers the plugin."""
         self.env = env
         self.fake = fake
         self.host = host
@@ -102,9 +79,13 @@ class JiraWorld:
 
     @classmethod
     def create(cls, env: LoopEnv, fake: FakeJira, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> JiraWorld:
-        """A world with the Jira plugin registered on ``host``."""
+        """A world with the Jira credentials set (here and for subprocesses) and the Jira plugin registered on
+        ``host``."""
         import the_loop_jira.plugin
 
+        for name, value in (("JIRA_EMAIL", EMAIL), ("JIRA_API_TOKEN", TOKEN)):
+            monkeypatch.setenv(name, value)
+            env.env[name] = value
         host.register(the_loop_jira.plugin, "jira")
         return cls(env, fake, host, monkeypatch)
 
@@ -113,7 +94,25 @@ class JiraWorld:
     def document(self, *, routing: dict[str, Any] | None = None, **jira: Any) -> dict[str, Any]:
         """The base config (E §A.6) pointing at the fake: ``routing`` keys added to ``routing:``, ``jira`` keys to
         ``integrations.jira``."""
-        return base_config(self.fake, routing=routing, **jira)
+        return {
+            "version": "0.12.0",
+            "polling": {"sources": [{"provider": "jira", "projects": ["PROJ"]}]},
+            "routing": {
+                "spawnOnUnmatched": "labeled",
+                "authorizedUsers": [{"github": "octocat", "jira": "acc-ok"}],
+                **(routing or {}),
+            },
+            "integrations": {
+                "jira": {
+                    "site": "jira.test",
+                    "deployment": "cloud",
+                    "serverUrl": self.fake.url,
+                    "api": {"emailEnv": ["JIRA_EMAIL"], "tokenEnv": ["JIRA_API_TOKEN"]},
+                    "projects": {"PROJ": {"repository": "octo/repo"}, "OPS": {}},
+                    **jira,
+                }
+            },
+        }
 
     def write(self, config: dict[str, Any] | None = None, **jira: Any) -> Path:
         """Write ``config``, or the base config with ``jira`` overrides (see :meth:`document`)."""
@@ -148,8 +147,7 @@ class JiraWorld:
                 SECRET_ENV: SECRET,
             }
         )
-        config = base_config(
-            self.fake,
+        config = self.document(
             routing={
                 "enabled": True,
                 "defaultHarness": "fake",
