@@ -3,27 +3,22 @@ a mirror-only project, or workspaces off, runs it in ``routing.spawnWorkdir``. L
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from fake_jira import FakeJira
-from jira_fixtures import base_config
+from jira_world import JiraWorld
 
 from the_loop.refs import parse_ref
 from the_loop.sessions import workspace
-from the_loop.testing import LoopEnv, bare_repository
+from the_loop.testing import bare_repository
 
 
-def test_j4_a_mapped_project_checks_out_its_repository(
-    load: Callable[..., Any], jira_env: LoopEnv, fake_jira: FakeJira, tmp_path: Path
-) -> None:
+def test_j4_a_mapped_project_checks_out_its_repository(world: JiraWorld, tmp_path: Path) -> None:
     bare_repository(tmp_path)
     routing = {
         "spawnWorkdir": str(tmp_path / "work"),
         "workspace": {"root": str(tmp_path / "ws"), "cloneUrlBase": f"file://{tmp_path / 'remote'}"},
     }
-    config = load(base_config(fake_jira, routing=routing))
+    config = world.load(routing=routing)
 
     mapped = workspace.spawn_cwd(config, parse_ref("jira:jira.test/PROJ-12"))
     assert mapped.strategy == "worktree"
@@ -35,10 +30,8 @@ def test_j4_a_mapped_project_checks_out_its_repository(
         assert workspace.spawn_cwd(config, parse_ref(text)) == workspace.Checkout(tmp_path / "work", "workdir")
 
 
-def test_j4_without_a_workspace_root_every_jira_session_runs_in_spawn_workdir(
-    load: Callable[..., Any], fake_jira: FakeJira, tmp_path: Path
-) -> None:
-    config = load(base_config(fake_jira, routing={"spawnWorkdir": str(tmp_path / "work")}))
+def test_j4_without_a_workspace_root_every_jira_session_runs_in_spawn_workdir(world: JiraWorld, tmp_path: Path) -> None:
+    config = world.load(routing={"spawnWorkdir": str(tmp_path / "work")})
     checkout = workspace.spawn_cwd(config, parse_ref("jira:jira.test/PROJ-12"))
     assert checkout == workspace.Checkout(tmp_path / "work", "workdir")
     assert not (tmp_path / "ws").exists()
