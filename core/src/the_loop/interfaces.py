@@ -52,11 +52,13 @@ __all__ = [
 class Config(Protocol):
     """A loaded config, as the plugin API sees it: what providers are built with and hooks are called with.
 
-    :class:`the_loop.config.Config` is the one there is. The root API imports no layer, so the layers' types
+    :class:`the_loop.config.LoadedConfig` is the one there is. The root API imports no layer, so the layers' types
     are named here, not imported: ``ref`` is a :class:`~the_loop.config.ConfigRef`, ``core`` core's validated
-    :class:`~the_loop.config.models.CoreConfig`, ``state`` the :class:`~the_loop.state.StateLayout` and ``host``
-    the :class:`~the_loop.plugins.PluginHost` it was loaded with. A plugin that wants them typed annotates its own
-    code with ``Config``.
+    :class:`~the_loop.config.models.CoreConfig`, ``state`` the :class:`~the_loop.state.StateLayout`, ``host``
+    the :class:`~the_loop.plugins.PluginHost` it was loaded with, ``store`` the portable records
+    (:class:`~the_loop.state.store.WorkItemStore`) and ``registry`` the session records
+    (:class:`~the_loop.state.registry.SessionRegistry`) under that state. A plugin that wants them typed annotates
+    its own code with ``LoadedConfig``.
     """
 
     ref: Any
@@ -65,6 +67,8 @@ class Config(Protocol):
     state: Any
     host: Any
     sections: dict[str, Any]
+    store: Any
+    registry: Any
 
     def section(self, path: str) -> Any:
         """A plugin's validated section model (defaults when the key is absent)."""

@@ -57,9 +57,8 @@ def _open_lock(config: LoadedConfig, name: str) -> Path:
 
 
 def _store(config: LoadedConfig) -> Any:
-    from the_loop.state.store import WorkItemStore
 
-    return WorkItemStore(config.state, config=config)
+    return config.store
 
 
 def binding(config: LoadedConfig, name: str, ref: WorkItemRef | str) -> dict[str, Any] | None:

@@ -48,11 +48,10 @@ def newer(ts: str, cursor: str) -> bool:
 def cursor(config: LoadedConfig, name: str, ref: str, thread: str) -> str:
     """The newest message this machine processed in ``thread``: the newer of the work item's session record here
     and ``channels/<name>.json`` (the latter always has it, so a cleanup that deletes the record loses nothing)."""
-    from the_loop.state.registry import SessionRegistry
 
     found = (_shared(config, name).get("cursors") or {}).get(thread)
     best = found if isinstance(found, str) else ""
-    record = SessionRegistry(config.state).load(ref)
+    record = config.registry.load(ref)
     if record is not None:
         local = ((record.channels.get(name) or {}).get("cursors") or {}).get(thread)
         if isinstance(local, str) and newer(local, best):
@@ -63,7 +62,7 @@ def cursor(config: LoadedConfig, name: str, ref: str, thread: str) -> str:
 def _advance(config: LoadedConfig, name: str, ref: str, thread: str, ts: str) -> None:
     """Move the thread's cursor to ``ts`` (caller holds the channel lock): in ``channels/<name>.json`` always, and
     in the work item's session record when it has one here."""
-    from the_loop.state.registry import SessionRecord, SessionRegistry
+    from the_loop.state.registry import SessionRecord
 
     path = state_path(config, name)
     data = _shared(config, name)
@@ -71,7 +70,7 @@ def _advance(config: LoadedConfig, name: str, ref: str, thread: str, ts: str) ->
     cursors[thread] = ts
     data["cursors"] = cursors
     atomic_write_json(path, data)
-    registry = SessionRegistry(config.state)
+    registry = config.registry
     if registry.load(ref) is not None:
 
         def change(record: SessionRecord) -> None:

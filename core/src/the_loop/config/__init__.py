@@ -7,6 +7,7 @@ raises :class:`ConfigError` with one line naming the file and the key; the CLI p
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from the_loop.interfaces import TicketProvider
     from the_loop.plugins import PluginHost
     from the_loop.refs import WorkItemRef
+    from the_loop.state.registry import SessionRegistry
+    from the_loop.state.store import WorkItemStore
 
 CONFIG_ENV = "THE_LOOP_CLI_CONFIG"
 CONFIG_NAME = "cli-config.yaml"
@@ -113,6 +116,21 @@ class LoadedConfig:
     def section(self, path: str) -> Any:
         """A plugin's validated section model (defaults when the key is absent)."""
         return self.sections[path]
+
+    @functools.cached_property
+    def store(self) -> WorkItemStore:
+        """The portable records under this config's state (``portable/``), with its plugins' sections and ticket
+        links."""
+        from the_loop.state.store import WorkItemStore  # start-up speed: status and events never open it
+
+        return WorkItemStore(self.state, config=self)
+
+    @functools.cached_property
+    def registry(self) -> SessionRegistry:
+        """The session records under this config's state (``local/``)."""
+        from the_loop.state.registry import SessionRegistry  # start-up speed: status and events never open it
+
+        return SessionRegistry(self.state)
 
     def raw_at(self, path: str) -> Any:
         return _raw_at(self.raw, path)

@@ -76,7 +76,6 @@ def record(config: LoadedConfig, ref: WorkItemRef, command: str, *, source: str,
     """Write the portable ``control`` section: what an authorized person last asked for this work item (seed 004).
     It is what keeps an armed item armed across a restart, and what lets a stop durably disarm it."""
     from the_loop.state.registry import now_iso
-    from the_loop.state.store import WorkItemStore
 
     control = {
         "command": command,
@@ -86,7 +85,7 @@ def record(config: LoadedConfig, ref: WorkItemRef, command: str, *, source: str,
         "note": note,
         "instance": "",
     }
-    store = WorkItemStore(config.state, config=config)
+    store = config.store
     store.update_section(ref, "control", control)
     if command in ("stop", "cleanup"):  # disarmed: the next arming asks work_item_start again (lifecycle hooks)
         store.update_section(ref, "lifecycle", None)
@@ -94,9 +93,7 @@ def record(config: LoadedConfig, ref: WorkItemRef, command: str, *, source: str,
 
 def recorded(config: LoadedConfig, ref: WorkItemRef) -> str:
     """The last control command recorded for ``ref`` ("" when none; an unreadable record reads as none)."""
-    from the_loop.state.store import WorkItemStore
-
-    control = (WorkItemStore(config.state, config=config).read(ref) or {}).get("control")
+    control = (config.store.read(ref) or {}).get("control")
     return str(control.get("command", "")) if isinstance(control, dict) else ""
 
 
@@ -104,7 +101,7 @@ def set_session_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> b
     """Flip the work item's own session to ``status`` (pause and resume touch nothing else, tmux included).
     False when there is no live session to flip."""
     from the_loop import events
-    from the_loop.state.registry import SessionRecord, SessionRegistry
+    from the_loop.state.registry import SessionRecord
 
     changed = False
 
@@ -115,7 +112,7 @@ def set_session_status(config: LoadedConfig, ref: WorkItemRef, status: str) -> b
             own.status = status  # type: ignore[assignment]
             changed = True
 
-    registry = SessionRegistry(config.state)
+    registry = config.registry
     if registry.load(str(ref)) is None:
         return False
     registry.update(str(ref), change)
@@ -173,11 +170,9 @@ def is_collaborator(config: LoadedConfig, refs: Iterable[WorkItemRef | str], pro
     """Whether ``actor_id`` (of ``provider``) is on the ``collaborators`` list of one of ``refs``: input only, never
     control (issue-307). A GitHub grant names a ``login`` (case-insensitive); other providers' ids sit under the
     provider's own key (``{"slack": "U123"}``) and compare exactly."""
-    from the_loop.state.store import WorkItemStore
-
     if not actor_id:
         return False
-    store = WorkItemStore(config.state, config=config)
+    store = config.store
     for ref in refs:
         for user in ((store.read(ref) or {}).get("collaborators") or {}).get("users") or []:
             if not isinstance(user, dict):

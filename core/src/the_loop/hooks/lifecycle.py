@@ -340,9 +340,8 @@ def ask_work_item_start(
     ask only when this call wrote it (so a deferred spawn, in any process or after a restart, asks nothing
     twice). Returns the decided context, or None when this arming was already asked."""
     from the_loop.state.registry import now_iso
-    from the_loop.state.store import WorkItemStore
 
-    store = WorkItemStore(config.state, config=config)
+    store = config.store
     wrote: list[bool] = []
 
     def mark(current: Any) -> Any:
@@ -368,16 +367,14 @@ def ask_work_item_start(
 
 def clear_mark(config: LoadedConfig, ref: WorkItemRef | str) -> None:
     """Forget that ``work_item_start`` was asked: the next arming asks again (stop, cleanup, reset, close)."""
-    from the_loop.state.store import WorkItemStore
 
-    WorkItemStore(config.state, config=config).update_section(ref, "lifecycle", None)
+    config.store.update_section(ref, "lifecycle", None)
 
 
 def disarm(config: LoadedConfig, ref: WorkItemRef | str) -> None:
     """A refused start: clear ``control`` and ``lifecycle`` so nothing is armed and the next arming asks again."""
-    from the_loop.state.store import WorkItemStore
 
-    WorkItemStore(config.state, config=config).clear_sections(ref, ("control", "lifecycle"))
+    config.store.clear_sections(ref, ("control", "lifecycle"))
 
 
 def explain_refusal(config: LoadedConfig, ref: WorkItemRef, what: str, reason: str) -> bool:

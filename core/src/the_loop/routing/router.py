@@ -45,7 +45,7 @@ class Router:
     def __init__(self, config: LoadedConfig, dispatcher: Dispatcher | None = None) -> None:
         self.config = config
         self.dispatcher = dispatcher or Dispatcher(config)
-        self.registry = SessionRegistry(config.state)
+        self.registry = config.registry
         self._principals = principals(config)
         self._existence: OrderedDict[str, bool] = OrderedDict()  # X5: ref → exists, definite answers only
         self._existence_lock = threading.Lock()

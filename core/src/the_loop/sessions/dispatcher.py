@@ -31,7 +31,7 @@ from the_loop.sessions.outcomes import Outcome, drop, fail, name_taken, not_star
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner, runner_for
 from the_loop.state import locked
-from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
+from the_loop.state.registry import Endpoint, SessionRecord, now_iso
 from the_loop.state.slugs import SlugCollision, tmux_name_of, work_item_lock
 from the_loop.state.store import provider_url
 
@@ -50,7 +50,7 @@ class Dispatcher:
         self.config = config
         self.routing = config.core.routing
         self.runner = runner or runner_for(config)
-        self.registry = SessionRegistry(config.state)
+        self.registry = config.registry
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from the_loop import __version__, events
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.refs import WorkItemRef
-from the_loop.toolkit import Inbox, PollClocks, SessionRegistry, WorkItemStore, control
+from the_loop.toolkit import Inbox, PollClocks, control
 from the_loop_github.client import COMMENT_PAGES, PAGE, ApiError, Client, RateLimited
 from the_loop_github.closure import ClosureDetector
 from the_loop_github.cycle import (
@@ -72,8 +72,8 @@ class GitHubPollSource(PollSource):
         self.provider = GitHubTicketProvider(config)
         self.client = Client(self.provider)
         self.inbox = Inbox.for_config(config)
-        self.store = WorkItemStore(config.state, config=config)
-        self.registry = SessionRegistry(config.state)
+        self.store = config.store
+        self.registry = config.registry
         self.ledgers = Ledgers(self.store, self.registry)
         self.clocks = PollClocks(config.state)
         self.cycle_number = 0

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from the_loop import events
 from the_loop.interfaces import PollSource, ServiceContext
 from the_loop.refs import RefError, parse_ref
-from the_loop.toolkit import Inbox, WorkItemStore
+from the_loop.toolkit import Inbox
 from the_loop.toolkit import claims as control_claims
 from the_loop_jira.client import POLL_TIMEOUT_SECONDS, JiraClient, JiraError, jira_label
 from the_loop_jira.ingest import ingest_comment, is_command, note_reopened
@@ -65,7 +65,7 @@ class JiraPollSource(PollSource):
     def __init__(self, config: LoadedConfig) -> None:
         self.config = config
         self.inbox = Inbox.for_config(config)
-        self.store = WorkItemStore(config.state, config=config)
+        self.store = config.store
         self._throttled = ""  # why this cycle stopped asking the site (a 429 or a timeout), or ""
 
     @property
@@ -171,11 +171,10 @@ class JiraPollSource(PollSource):
 
     def _closures(self, listed: set[str], searched: set[str], context: ServiceContext) -> int:
         """J16: a live session's ticket that left the listing and is done in Jira closes, with no sender."""
-        from the_loop.toolkit import SessionRegistry
 
         site = settings_of(self.config).site
         closures = 0
-        for record in SessionRegistry(self.config.state).records():
+        for record in self.config.registry.records():
             try:
                 ref = parse_ref(record.work_item)
             except RefError:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.interfaces import PEER_HEADER, WebhookIngress, WebhookResponse
-from the_loop.toolkit import Inbox, StateError, WorkItemStore, control, signed_by
+from the_loop.toolkit import Inbox, StateError, control, signed_by
 from the_loop_jira.client import CredentialsMissing, JiraError
 from the_loop_jira.ingest import ingest_comment, note_reopened
 from the_loop_jira.normalize import closure_event, presence_event
@@ -132,9 +132,7 @@ class JiraWebhook(WebhookIngress):
             if issue.status_category == "done":
                 event = closure_event(ref, issue, "webhook")
             elif armed:
-                note_reopened(
-                    self.config, ref, WorkItemStore(self.config.state, config=self.config).read(ref) or {}, "webhook"
-                )
+                note_reopened(self.config, ref, self.config.store.read(ref) or {}, "webhook")
                 if control.recorded(self.config, ref) != "start":
                     return
                 event = presence_event(ref, issue, labels)

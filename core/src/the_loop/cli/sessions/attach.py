@@ -24,10 +24,9 @@ if TYPE_CHECKING:
 def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool, web: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
     from the_loop.sessions.tmux import runner_for
-    from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")
-    record = SessionRegistry(config.state).load(str(ref))
+    record = config.registry.load(str(ref))
     own = record.own if record else None
     if own is None:
         click.echo(f"error: no session recorded for {ref}", err=True)

@@ -53,11 +53,10 @@ def _pull_request(ref: WorkItemRef, value: str) -> WorkItemRef:
 def link_pr(ctx: click.Context, ref: WorkItemRef, pull_request: str) -> None:
     """Record that PULL_REQUEST delivers REF: its events then reach REF's session, whatever its text says."""
     from the_loop.routing.router import bind_pull_request
-    from the_loop.state.registry import SessionRegistry
 
     pull = _pull_request(ref, pull_request)
     config = app(ctx).config(source="sessions")
-    registry = SessionRegistry(config.state)
+    registry = config.registry
     record = registry.load(str(ref))
     if record is None or record.own is None:
         click.echo(f"error: {ref} has no session on this machine to link to; start it first", err=True)

@@ -23,14 +23,12 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
 
     An active session whose tmux pane has exited or is gone shows as ``down``: the next event respawns it."""
     from the_loop.sessions.tmux import runner_for
-    from the_loop.state.registry import SessionRegistry
-    from the_loop.state.store import WorkItemStore
 
     config = app(ctx).config(source="sessions")
-    store = WorkItemStore(config.state, config=config)
+    store = config.store
     panes = runner_for(config).probe_all()  # one tmux call for every row
     rows = []
-    for record in SessionRegistry(config.state).records():
+    for record in config.registry.records():
         control = ((store.read(record.work_item) or {}).get("control") or {}).get("command", "")
         for ref, endpoint in record.sessions.items():
             if status and endpoint.status != status:

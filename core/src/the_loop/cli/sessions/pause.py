@@ -28,11 +28,10 @@ if TYPE_CHECKING:
 @click.pass_context
 def pause(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     """Pause REF: events are dropped (never replayed) until resume; tmux and the conversation are untouched."""
-    from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")
     record_control(config, ref, "pause")  # recorded even with no session: the operator's intent outlives it
-    record = SessionRegistry(config.state).load(str(ref))
+    record = config.registry.load(str(ref))
     own = record.own if record else None
     if own is None or not own.live:
         control_event(ref, "pause", "no-session")

@@ -30,7 +30,7 @@ def register(
     from the_loop import events
     from the_loop.interfaces import Launch
     from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir, valid_session_id
-    from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry, now_iso
+    from the_loop.state.registry import Endpoint, SessionRecord, now_iso
 
     config = app(ctx).config(source="sessions")
     if not valid_session_id(harness_session_id):
@@ -50,7 +50,7 @@ def register(
     binary = adapter.fresh_argv(Launch(prompt="", session_id=harness_session_id, cwd=workdir))[0]
     if shutil.which(binary) is None:
         click.echo(f"warning: harness CLI {binary!r} is not on PATH; the next event cannot start it", err=True)
-    registry = SessionRegistry(config.state)
+    registry = config.registry
     existing = registry.load(str(ref))
     if existing and existing.own and existing.own.live and not force:
         click.echo(f"error: {ref} already has a live session record (use --force to replace it)", err=True)

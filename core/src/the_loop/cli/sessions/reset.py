@@ -67,8 +67,6 @@ def reset(ctx: click.Context, refs: list[WorkItemRef], all_items: bool, dry_run:
     from the_loop.refs import RefError, parse_ref
     from the_loop.sessions.closing import reset as reset_item
     from the_loop.sessions.tmux import runner_for
-    from the_loop.state.registry import SessionRegistry
-    from the_loop.state.store import WorkItemStore
 
     if not refs and not all_items:
         raise click.UsageError("name the work items to reset: --work-item REF (repeatable), or --all")
@@ -76,8 +74,8 @@ def reset(ctx: click.Context, refs: list[WorkItemRef], all_items: bool, dry_run:
         raise click.UsageError("--work-item and --all exclude each other")
     config = app(ctx).config(source="sessions")
     if all_items:
-        known = [record.work_item for record in SessionRegistry(config.state).records()]
-        known += [record["ref"] for record in WorkItemStore(config.state, config=config).list()]
+        known = [record.work_item for record in config.registry.records()]
+        known += [record["ref"] for record in config.store.list()]
         found = set()
         for text in known:
             try:

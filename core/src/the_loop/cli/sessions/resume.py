@@ -29,10 +29,9 @@ if TYPE_CHECKING:
 def resume(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     """Resume REF: the next event is delivered again (those dropped while paused are not replayed)."""
     from the_loop.control import recorded
-    from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")
-    record = SessionRegistry(config.state).load(str(ref))
+    record = config.registry.load(str(ref))
     own = record.own if record else None
     pause_recorded = recorded(config, ref) == "pause"
     if not (own is not None and own.status == "paused") and not pause_recorded:

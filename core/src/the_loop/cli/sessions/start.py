@@ -34,10 +34,9 @@ def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
     from the_loop import events
     from the_loop.models import WorkEvent
     from the_loop.sessions.dispatcher import Dispatcher
-    from the_loop.state.registry import SessionRegistry
 
     config = app(ctx).config(source="sessions")
-    record = SessionRegistry(config.state).load(str(ref))
+    record = config.registry.load(str(ref))
     own = record.own if record else None
     if own is not None and own.status in ("active", "paused"):
         record_control(config, ref, "start")

@@ -21,7 +21,7 @@ from the_loop.sessions.closing.common import (
 from the_loop.sessions.closing.teardown import _checked_target, _close_locked, _closed, _harness_ended, _refusal
 from the_loop.sessions.tmux import TargetError, TmuxRunner
 from the_loop.state import StateError, atomic_write_json, locked, read_json
-from the_loop.state.registry import Endpoint, SessionRegistry
+from the_loop.state.registry import Endpoint
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -69,7 +69,6 @@ def reset(
     ``dry_run`` reads only: it takes no lock, writes no file and emits nothing, and reports what a reset would do.
     """
     from the_loop.sessions import workspace
-    from the_loop.state.store import WorkItemStore
 
     item = _ref(ref)
     report = ResetReport(str(item), dry_run=dry_run)
@@ -79,8 +78,8 @@ def reset(
             f"a the-loop service is running ({', '.join(running)}); it keeps poll state in memory and may write it "
             "back — stop it first (the-loop stop) for a clean reset"
         )
-    registry = SessionRegistry(config.state)
-    store = WorkItemStore(config.state, config=config)
+    registry = config.registry
+    store = config.store
     with _dispatch_lock(config, item, hold=not dry_run):
         record = registry.load(str(item))
         live = [name for name in _ordered(record) if record.sessions[name].live] if record else []
@@ -158,7 +157,7 @@ def cleanup(
 
     with contextlib.ExitStack() as stack:
         step("lock", lambda: stack.enter_context(_dispatch_lock(config, item)))
-        registry = SessionRegistry(config.state)
+        registry = config.registry
         record = step("read record", lambda: registry.load(str(item)))
         if record is not None:
             report.found = True

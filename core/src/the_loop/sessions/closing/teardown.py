@@ -8,7 +8,7 @@ from the_loop import events
 from the_loop.refs import WorkItemRef
 from the_loop.sessions.closing.common import CloseResult, EndpointClose, _dispatch_lock, _ordered, _ref, _runner
 from the_loop.sessions.tmux import TargetError, TerminateResult, TmuxRunner, tmux_target
-from the_loop.state.registry import Endpoint, SessionRecord, SessionRegistry
+from the_loop.state.registry import Endpoint, SessionRecord
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -47,7 +47,7 @@ def _close_locked(
 ) -> CloseResult:
     tmux = config.core.routing.tmux
     kill = (not tmux.keep_session_on_close) if kill_tmux is None else kill_tmux
-    registry = SessionRegistry(config.state)
+    registry = config.registry
     result = CloseResult(str(ref))
     record = registry.load(str(ref))
     if record is not None:

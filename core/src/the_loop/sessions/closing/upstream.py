@@ -10,7 +10,6 @@ from the_loop.refs import WorkItemRef
 from the_loop.sessions.closing.common import _ref
 from the_loop.sessions.closing.reset import cleanup
 from the_loop.sessions.closing.teardown import close_session
-from the_loop.state.registry import SessionRegistry
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -57,12 +56,11 @@ def work_item_ended(
     """
     from the_loop.hooks import lifecycle
     from the_loop.state.registry import now_iso
-    from the_loop.state.store import WorkItemStore
 
     item = _ref(ref)
     report = EndedReport(str(item))
-    store = WorkItemStore(config.state, config=config)
-    record = SessionRegistry(config.state).load(str(item))
+    store = config.store
+    record = config.registry.load(str(item))
     portable = store.read(item) or {}
     report.tracked = record is not None or any(key not in ("ref", "url") for key in portable)
     if not report.tracked:
@@ -126,11 +124,10 @@ def pull_request_ended(
     """A pull request recorded on ``owner`` closed or merged (issue-101): only its endpoint is closed, through the
     one close path, and its poll ledger (``pullRequests`` entry, seed 004) dropped — it will not be listed again.
     The work item's own session runs on (``session.kept_open``). False when ``owner`` does not record it."""
-    from the_loop.state.store import WorkItemStore
 
     item, pull = _ref(owner), str(pull_request)
-    record = SessionRegistry(config.state).load(str(item))
-    store = WorkItemStore(config.state, config=config)
+    record = config.registry.load(str(item))
+    store = config.store
     ledgers = (store.read(item) or {}).get("pullRequests")
     has_ledger = isinstance(ledgers, dict) and pull in ledgers
     if (record is None or pull not in record.sessions) and not has_ledger:
@@ -171,11 +168,10 @@ def _forget_close_keys(config: LoadedConfig, item: WorkItemRef) -> None:
 def work_item_reopened(config: LoadedConfig, ref: WorkItemRef | str, *, actor: str, source: str) -> bool:
     """Clear the ``ended`` stamp of a reopened work item (it then routes normally); True when there was one. Its
     close keys are forgotten either way, so a later close is acted on."""
-    from the_loop.state.store import WorkItemStore
 
     item = _ref(ref)
     _forget_close_keys(config, item)
-    store = WorkItemStore(config.state, config=config)
+    store = config.store
     if "ended" not in (store.read(item) or {}):
         return False
     store.clear_sections(item, ["ended"])
