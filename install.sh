@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the-loop from this checkout — core, all five plugins and the `the-loop` command — into its own
-# virtualenv, writes a starter config if there is none, then starts the daemon and shows its status.
+# virtualenv, writes a config if there is none (a starter, or with THE_LOOP_GITHUB_REPO one that watches that
+# repository), then starts the daemon and shows its status.
 # Running it again reinstalls from the checkout and leaves running services and an existing config alone.
 #
 # Settings (environment only):
@@ -8,6 +9,9 @@
 #   PYTHON              the interpreter that builds the virtualenv (default: python3; 3.11 or newer)
 #   THE_LOOP_BIN_DIR    where the `the-loop` link goes (default: ~/.local/bin)
 #   THE_LOOP_NO_START   set to 1 to install and write the config without starting anything
+#   THE_LOOP_GITHUB_REPO  OWNER/REPO to watch: the new config is `the-loop init --github OWNER/REPO`, checked against
+#                       GitHub with the token in GH_TOKEN, GITHUB_TOKEN or `gh auth token` (in a terminal, init asks)
+#   THE_LOOP_GITHUB_API_URL  GitHub's API for that repository (GitHub Enterprise), passed as init's --api-url
 set -euo pipefail
 
 checkout=$(cd "$(dirname "$0")" && pwd)
@@ -51,7 +55,15 @@ config=$("$venv/bin/python" -c 'from the_loop.config import resolve_config_path;
 if [ -e "$config" ]; then
   echo "keeping the existing config $config"
 else
-  "$loop" init --path "$config"
+  setup=()
+  if [ -n "${THE_LOOP_GITHUB_REPO:-}" ]; then
+    setup=(--github "$THE_LOOP_GITHUB_REPO")
+    [ -n "${THE_LOOP_GITHUB_API_URL:-}" ] && setup+=(--api-url "$THE_LOOP_GITHUB_API_URL")
+  fi
+  # init exits 1 when something is left to fix (a missing label, Claude Code not installed yet): it said what,
+  # and the config it wrote still starts. It writes nothing when there is nothing to point it at (a refused token).
+  "$loop" init --path "$config" ${setup[@]+"${setup[@]}"} || true
+  [ -e "$config" ] || fail "the-loop init wrote no config (see above); fix that and run install.sh again"
 fi
 
 if [ "${THE_LOOP_NO_START:-}" = 1 ]; then

@@ -187,9 +187,9 @@ def fresh_venv(path: Path, wheels: Path, requirement: str, *, with_pip: bool = F
     return path
 
 
-def run_in(venv: Path, *argv: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
-    env.update(HOME=str(home), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+def run_in(venv: Path, *argv: str, home: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("THE_LOOP_", "GH_", "GITHUB_"))}
+    env.update(HOME=str(home), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", **extra)
     env.pop("PYTHONPATH", None)
     return subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=120)
 
@@ -251,6 +251,32 @@ def test_all_extra_installs_every_plugin_and_install_sh_reuses_it(wheels: Path, 
         assert "the-loop " + the_loop.__version__ in result.stdout  # `start` prints the version first
         assert str(config) in result.stdout  # `status` prints the config it read
     assert set(listed_plugins(venv, home)) >= ALL_PLUGINS
+
+    # Issue 18: with THE_LOOP_GITHUB_REPO the first command ends with a poller watching that repository.
+    import yaml
+    from fake_github import FakeGitHub  # plugins/github/tests is on pytest's pythonpath
+
+    from the_loop.testing import wait_for
+
+    config.unlink()
+    loop = str(venv / "bin" / "the-loop")
+    with FakeGitHub(tokens={"tok": "octocat"}, scopes={"octocat": "repo"}) as fake:
+        fake.add_repo("octo/demo", labels=("the-loop: auto-execute",))
+        github = {"THE_LOOP_GITHUB_REPO": "octo/demo", "THE_LOOP_GITHUB_API_URL": fake.url, "GH_TOKEN": "tok"}
+        try:
+            result = run_in(venv, "bash", str(ROOT / "install.sh"), home=home, **github)
+            assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+            assert "[ok] the token from GH_TOKEN is octocat's (scopes: repo)" in result.stdout
+            assert f"wrote {config}" in result.stdout
+            assert yaml.safe_load(config.read_text())["repositories"] == ["octo/demo"]
+            assert re.search(r"^poller +running \(pid \d+\) \[enabled\]$", result.stdout, re.M), result.stdout
+            wait_for(lambda: any(r.path == "/repos/octo/demo/issues" for r in fake.requests), timeout=30)
+        finally:
+            run_in(venv, loop, "stop", home=home)
+        config.unlink()
+        refused = run_in(venv, "bash", str(ROOT / "install.sh"), home=home, **{**github, "GH_TOKEN": "wrong"})
+        assert refused.returncode == 1 and "the-loop init wrote no config" in refused.stderr
+        assert not config.exists()
 
 
 @pytest.mark.slow

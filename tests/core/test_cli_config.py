@@ -615,6 +615,28 @@ def test_init_path_writes_where_asked(loop_env: LoopEnv) -> None:
     assert loop_env.run("-c", str(target), "config", "validate", config=False).returncode == 0
 
 
+def test_init_asks_in_the_interactive_form_and_writes_the_starter_when_every_answer_is_empty(
+    loop_env: LoopEnv,
+) -> None:
+    result = loop_env.run("init", "--interactive", input="\n\n\n\n")
+    assert result.returncode == 0, result.stderr
+    assert "GitHub repository to watch, as OWNER/REPO (empty: skip)" in result.stdout
+    assert "# polling:" in loop_env.config_path.read_text()  # the commented starter
+
+
+def test_init_merges_each_plugins_part_into_cores() -> None:
+    from the_loop.cli.init import merged
+
+    base = {"version": "0.12.0", "routing": {"enabled": True, "authorizedUsers": ["octocat"]}}
+    part = {"routing": {"authorizedUsers": ["octocat", {"jira": "acc-1"}]}, "polling": {"enabled": True}}
+    assert merged(base, part) == {
+        "version": "0.12.0",
+        "routing": {"enabled": True, "authorizedUsers": ["octocat", {"jira": "acc-1"}]},
+        "polling": {"enabled": True},
+    }
+    assert base["routing"]["authorizedUsers"] == ["octocat"]  # neither side is changed
+
+
 # --------------------------------------------------------------------------------------------- regressions
 
 

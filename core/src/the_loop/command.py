@@ -73,6 +73,20 @@ def app(ctx: click.Context) -> AppContext:
     return obj
 
 
+def undelivered_note(config: LoadedConfig) -> str | None:
+    """What a one-shot command that only queued work into the inbox should say: None when a running service will
+    deliver it (each service that takes events in runs the router), else that nothing will until one runs."""
+    from the_loop.state import runlock
+
+    specs = [spec for spec in config.host.services(config) if spec.ingress]
+    if any(spec.enabled and runlock.is_held(spec.pidfile) for spec in specs):
+        return None
+    return (
+        "note: no the-loop service is running to deliver what was queued (the receiver or the poller routes it); "
+        "it waits in the inbox until one does: the-loop start"
+    )
+
+
 def print_json(data: Any) -> None:
     """``--format json``: one indented document on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

@@ -1,7 +1,7 @@
-"""What a plugin declares, as plain values: a command, a config section, an event type, a generated path, a record
-attribute. Core wires each up lazily (a command by import string, a section by its model). This module imports
-nothing of core, so the state layout and the event log declare their own entries with it; plugins reach the same
-classes through :mod:`the_loop.interfaces`.
+"""What a plugin declares, as plain values: a command, a config section, a setup step, an event type, a generated
+path, a record attribute. Core wires each up lazily (a command by import string, a section by its model). This
+module imports nothing of core, so the state layout and the event log declare their own entries with it; plugins
+reach the same classes through :mod:`the_loop.interfaces`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Attribute", "AttributeKind", "CommandSpec", "ConfigSection", "EventType", "GeneratedPath"]
+__all__ = ["Attribute", "AttributeKind", "CommandSpec", "ConfigSection", "EventType", "GeneratedPath", "SetupSpec"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,22 @@ class ConfigSection:
     path: str
     model: Any
     secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SetupSpec:
+    """A plugin's part of ``the-loop init``: the option ``--<name> <metavar>`` (asked with ``prompt`` when init runs
+    in a terminal with no option) and ``options``, the plugin's further ``init`` options as ``(name, metavar,
+    help)`` (no metavar: a flag). ``run`` is ``"module:function"``, called with a
+    :class:`~the_loop.interfaces.SetupRequest` only when the option is given, returning a
+    :class:`~the_loop.interfaces.SetupResult`."""
+
+    name: str
+    metavar: str
+    help: str
+    run: str
+    prompt: str = ""
+    options: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

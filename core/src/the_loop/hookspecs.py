@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         Listener,
         PollSource,
         ServiceSpec,
+        SetupSpec,
         TicketProvider,
         WebhookIngress,
     )
@@ -127,6 +128,14 @@ class AppSpecs:
         """Return the config sections this plugin owns (``"channels.slack"``), each with its pydantic model.
 
         Called when the config is loaded; keys no core or plugin section claims are warned about.
+        """
+
+    @hookspec
+    def loop_register_setup(self) -> list[SetupSpec] | None:
+        """Return this plugin's parts of ``the-loop init`` (``--github OWNER/REPO``).
+
+        Called when ``init`` is parsed. Each step's ``run`` is imported only when its option is given; it checks
+        what it can against its service and returns its part of the config, never a secret.
         """
 
     @hookspec

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from the_loop.declarations import Attribute, CommandSpec, ConfigSection, EventType, GeneratedPath
+from the_loop.declarations import Attribute, CommandSpec, ConfigSection, EventType, GeneratedPath, SetupSpec
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
@@ -29,6 +29,7 @@ __all__ = [
     "Config",
     "ConfigSection",
     "EventType",
+    "Finding",
     "GeneratedPath",
     "HarnessAdapter",
     "InboundMessage",
@@ -39,6 +40,9 @@ __all__ = [
     "ReadyCheck",
     "ServiceContext",
     "ServiceSpec",
+    "SetupRequest",
+    "SetupResult",
+    "SetupSpec",
     "TicketProvider",
     "WebhookIngress",
     "WebhookResponse",
@@ -110,6 +114,48 @@ class ServiceSpec:
     problems: tuple[str, ...] = ()
     owner: str = "core"
     ingress: bool = False  # takes events in: it runs the router, the web terminal and the tmux preflight
+
+
+# -------------------------------------------------------------------------------------------------- setup
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something that stops the-loop from working as configured, and what to do about it."""
+
+    problem: str
+    remedy: str
+
+
+@dataclass
+class SetupRequest:
+    """What a plugin's setup step (:class:`SetupSpec`) is asked with: the value of its ``init`` option, its further
+    options that were given (a flag as ``"yes"``), the label that arms an item, and ``confirm``, which asks the
+    operator a yes/no question when init runs in a terminal (and answers no otherwise)."""
+
+    value: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    arming_label: str = "the-loop: auto-execute"
+    confirm: Callable[[str], bool] = field(default=lambda _question: False)
+
+
+@dataclass
+class SetupResult:
+    """A setup step's answer: its part of the new config (merged into core's: mappings key by key, lists gaining
+    the items they lack), its ``findings`` (each with its remedy), ``notes`` for the operator (``[ok] …`` lines),
+    ``summary`` lines saying what the part does, and ``usable``: False when there is nothing to point the config at
+    (a refused token), so init writes nothing."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+    usable: bool = True
+
+    @classmethod
+    def refused(cls, finding: Finding) -> SetupResult:
+        """Nothing to write, for this one reason."""
+        return cls(findings=[finding], notes=[f"[!] {finding.problem}", f"     fix: {finding.remedy}"], usable=False)
 
 
 # ------------------------------------------------------------------------------------------------ ingress
@@ -430,3 +476,8 @@ class HarnessAdapter(abc.ABC):
     def session_env(self) -> dict[str, str]:
         """Extra environment for the harness process (never a credential: names core strips are refused)."""
         return {}
+
+    def problems(self) -> list[Finding]:
+        """What stops the harness from running on this machine (its program missing or failing to start), each
+        with its remedy. Asked by ``the-loop init``; none by default."""
+        return []

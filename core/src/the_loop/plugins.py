@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         GeneratedPath,
         HarnessAdapter,
         ServiceSpec,
+        SetupSpec,
         TicketProvider,
     )
 
@@ -183,6 +184,11 @@ class PluginHost:
         self._note("commands", pairs, lambda c: f"{c.parent} {c.name}" if c.parent else c.name)
         return pairs
 
+    def setups(self) -> list[tuple[str, SetupSpec]]:
+        pairs = self._collect("loop_register_setup")
+        self._note("setup", pairs, lambda s: f"init --{s.name}")
+        return pairs
+
     def config_sections(self) -> list[tuple[str, ConfigSection]]:
         pairs = self._collect("loop_config_sections")
         self._note("config sections", pairs, lambda s: s.path)
@@ -237,6 +243,7 @@ class PluginHost:
         """Every plugin with everything it contributes (for ``the-loop plugins``)."""
         self.commands()
         self.config_sections()
+        self.setups()
         self.event_types()
         harnesses = self._collect("loop_register_harnesses")
         self._note("harnesses", harnesses, lambda cls: cls.name)

@@ -31,6 +31,7 @@ EXPORTS: dict[str, str] = {
     "workspace": "the_loop.sessions.workspace",
     "HarnessError": "the_loop.sessions.harness:HarnessError",
     "harness_args": "the_loop.config:harness_args",
+    "harness_findings": "the_loop.sessions.harness:harness_findings",
     "valid_session_id": "the_loop.sessions.harness:valid_session_id",
     "unframed": "the_loop.sessions.tmux:unframed",
     # Records and the file primitives they are written with.
@@ -42,6 +43,7 @@ EXPORTS: dict[str, str] = {
     "atomic_write_bytes": "the_loop.state:atomic_write_bytes",
     "dump_json": "the_loop.state:dump_json",
     "load_json": "the_loop.state:load_json",
+    "read_json": "the_loop.state:read_json",
     "locked": "the_loop.state:locked",
     # A channel's side: bindings, reading replies, the undelivered queue; running a service in the foreground.
     "channels": "the_loop.channels",
@@ -64,9 +66,17 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
     from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due  # noqa: F401
     from the_loop.ingress.signing import signed_by  # noqa: F401
     from the_loop.sessions import closing, workspace  # noqa: F401
-    from the_loop.sessions.harness import HarnessError, valid_session_id  # noqa: F401
+    from the_loop.sessions.harness import HarnessError, harness_findings, valid_session_id  # noqa: F401
     from the_loop.sessions.tmux import unframed  # noqa: F401
-    from the_loop.state import Corrupt, StateError, atomic_write_bytes, dump_json, load_json, locked  # noqa: F401
+    from the_loop.state import (  # noqa: F401
+        Corrupt,
+        StateError,
+        atomic_write_bytes,
+        dump_json,
+        load_json,
+        locked,
+        read_json,
+    )
     from the_loop.state.registry import SessionRegistry  # noqa: F401
     from the_loop.state.store import WorkItemStore, provider_url  # noqa: F401
 

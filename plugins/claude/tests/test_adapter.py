@@ -173,3 +173,22 @@ def test_the_conformance_kit_reads_a_paste_claude_code_wrapped_as_the_text_that_
     drafted = 'my half typed note\n\n<pasted_content id="a1">\n\nEvent: octocat commented.\n</pasted_content id="a1">'
     assert unframed(unwrapped(drafted)) == "my half typed note\nEvent: octocat commented."
     assert unwrapped("\nno wrapper here") == "\nno wrapper here"
+
+
+# --------------------------------------------------------------------------------- problems (the-loop init)
+
+
+def test_problems_name_a_missing_or_failing_claude_and_none_for_the_real_one(
+    claude_config: Load, claude_bin: Path, claude_binary: Path, tmp_path: Path
+) -> None:
+    """``init`` asks the default harness whether it runs here: not on PATH, ``--version`` failing, and the pinned
+    real Claude Code (offline: ``--version`` needs no login)."""
+    [missing] = ClaudeAdapter(claude_config(claude={"binary": "claude-not-installed"})).problems()
+    assert missing.problem == "Claude Code is not installed: 'claude-not-installed' is not on PATH"
+    assert "npm install -g @anthropic-ai/claude-code" in missing.remedy
+
+    claude_bin.write_text("#!/bin/sh\necho 'node: not found' >&2\nexit 127\n")
+    [failing] = ClaudeAdapter(claude_config()).problems()
+    assert failing.problem == f"Claude Code does not start: {claude_bin} --version exited 127 (node: not found)"
+
+    assert ClaudeAdapter(claude_config(claude={"binary": str(claude_binary)})).problems() == []

@@ -17,8 +17,11 @@ Routes: ``GET /repos/{o}/{r}``, ``GET /repos/{o}/{r}/issues/{n}``, ``GET /repos/
 ``GET|POST /repos/{o}/{r}/issues/{n}/comments``, ``GET /repos/{o}/{r}/issues/{n}/labels``,
 ``GET /repos/{o}/{r}/issues/comments/{id}``, ``GET /repos/{o}/{r}/pulls/comments/{id}``, ``POST`` reactions on
 ``issues/comments/{id}``, ``pulls/comments/{id}`` and ``issues/{n}``, ``GET /rate_limit``, and ``POST /graphql``
-(a pull request's ``closingIssuesReferences`` only, set with :meth:`FakeGitHub.closes`). A ``prefix`` (such
-as ``/api/v3``) makes it look like a GitHub Enterprise Server API.
+(a pull request's ``closingIssuesReferences`` only, set with :meth:`FakeGitHub.closes`); for ``init`` and ``doctor``,
+``GET /user`` (the token's login), ``GET|POST /repos/{o}/{r}/labels[/{name}]`` and a repository's ``private``,
+``has_issues`` and ``permissions``. A token listed in ``scopes`` is a classic one: its answers carry
+``X-OAuth-Scopes``, as GitHub's do; any other is fine-grained (no header). A ``prefix`` (such as ``/api/v3``) makes it
+look like a GitHub Enterprise Server API.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
 REDACTED = "<redacted>"
@@ -83,8 +86,13 @@ class Item:
 
 
 class FakeGitHub:
-    def __init__(self, tokens: dict[str, str] | None = None, prefix: str = "") -> None:
+    def __init__(
+        self, tokens: dict[str, str] | None = None, prefix: str = "", scopes: dict[str, str] | None = None
+    ) -> None:
         self.tokens = dict(tokens if tokens is not None else {TOKEN: BOT})
+        self.scopes = dict(scopes or {})  # login → its classic token's X-OAuth-Scopes ("repo, read:org")
+        self.settings: dict[str, dict[str, Any]] = {}  # lower-cased full name → private, has_issues, hidden_from
+        self.labels: dict[str, list[str]] = {}  # lower-cased full name → labels defined on the repository
         self.prefix = prefix.rstrip("/")
         self.requests: list[Recorded] = []
         self.repos: dict[str, str] = {}  # lower-cased full name → full name as created
@@ -142,9 +150,31 @@ class FakeGitHub:
             self._next_id += 1
             return self._next_id
 
-    def add_repo(self, full_name: str) -> None:
+    def add_repo(
+        self,
+        full_name: str,
+        *,
+        private: bool = False,
+        has_issues: bool = True,
+        hidden_from: tuple[str, ...] = (),
+        labels: tuple[str, ...] = (),
+    ) -> None:
+        """Create ``full_name`` (again: its settings change only when given). ``hidden_from`` logins get 404 for it,
+        as GitHub answers a token without access; ``labels`` are defined on it (an issue's labels are too)."""
         with self.lock:
-            self.repos[full_name.lower()] = full_name
+            key = full_name.lower()
+            self.repos[key] = full_name
+            settings = self.settings.setdefault(key, {"private": False, "has_issues": True, "hidden_from": ()})
+            if private or not has_issues or hidden_from:
+                settings.update(private=private, has_issues=has_issues, hidden_from=tuple(hidden_from))
+            self.labels.setdefault(key, []).extend(name for name in labels if name not in self.labels[key])
+
+    def defined_labels(self, full_name: str) -> list[str]:
+        """The labels on ``full_name``: those defined on it and those its items carry."""
+        with self.lock:
+            key = full_name.lower()
+            used = [name for (repo, _), item in self.items.items() if repo == key for name in item.labels]
+            return list(dict.fromkeys([*self.labels.get(key, []), *used]))
 
     def add_issue(
         self,
@@ -346,8 +376,11 @@ class FakeGitHub:
             if method == "GET" and path == "/rate_limit":
                 core = {"limit": 5000, "remaining": 4999, "reset": int(time.time()) + 3600, "used": 1}
                 return 200, {"resources": {"core": core}, "rate": core}
+            if method == "GET" and path == "/user":
+                return 200, {"login": login, "id": 1, "type": "User", "url": f"{self._base()}/users/{login}"}
             match = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", path)
-            if not match or f"{match[1]}/{match[2]}".lower() not in self.repos:
+            key = f"{match[1]}/{match[2]}".lower() if match else ""
+            if not match or key not in self.repos or login in self.settings.get(key, {}).get("hidden_from", ()):
                 return 404, {"message": "Not Found"}
             full_name = self.repos[f"{match[1]}/{match[2]}".lower()]
             rest = match[3] or ""
@@ -402,14 +435,20 @@ class FakeGitHub:
         key = full_name.lower()
         owner, name = full_name.split("/")
         if method == "GET" and rest == "":
+            settings = self.settings.get(key, {})
             return 200, {
                 "id": 1,
                 "name": name,
                 "full_name": full_name,
                 "owner": {"login": owner},
+                "private": settings.get("private", False),
+                "has_issues": settings.get("has_issues", True),
+                "permissions": {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True},
                 "html_url": f"https://github.com/{full_name}",
                 "url": f"{self._base()}/repos/{full_name}",
             }
+        if m := re.fullmatch(r"/labels(?:/([^/]+))?", rest):
+            return self._label_route(method, full_name, unquote(m[1]) if m[1] else None, body)
         if m := re.fullmatch(r"/(issues|pulls)/comments/(\d+)(/reactions)?", rest):
             comment = self.comments.get(int(m[2]))
             review = m[1] == "pulls"
@@ -452,6 +491,21 @@ class FakeGitHub:
                 return 201, comment
             if method == "POST" and sub == "/reactions":
                 return self._react(("issue", key, item.number), body, login)
+        return 404, {"message": "Not Found"}
+
+    def _label_route(self, method: str, full_name: str, name: str | None, body: Any) -> tuple[int, Any]:
+        defined = self.defined_labels(full_name)
+        if method == "GET" and name is None:
+            return 200, [{"name": label, "color": "ededed"} for label in defined]
+        if method == "GET" and name is not None:
+            found = next((label for label in defined if label.lower() == name.lower()), None)
+            return (200, {"name": found, "color": "ededed"}) if found else (404, {"message": "Not Found"})
+        if method == "POST" and name is None:
+            wanted = body.get("name") if isinstance(body, dict) else None
+            if not isinstance(wanted, str) or not wanted or any(label.lower() == wanted.lower() for label in defined):
+                return 422, {"message": "Validation Failed"}
+            self.labels.setdefault(full_name.lower(), []).append(wanted)
+            return 201, {"name": wanted, "color": body.get("color", "ededed"), "description": body.get("description")}
         return 404, {"message": "Not Found"}
 
     def _react(self, target: tuple[str, str, int], body: Any, login: str | None) -> tuple[int, Any]:
@@ -525,7 +579,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, {"message": "Bad credentials"})
             return
         result = fake.answer(self.command, path, body, login, parts.query)
-        self._send(result[0], result[1], result[2] if len(result) > 2 else None)
+        extra = dict(result[2]) if len(result) > 2 else {}
+        if login in fake.scopes:
+            extra["X-OAuth-Scopes"] = fake.scopes[login]
+        self._send(result[0], result[1], extra)
 
     def _send(self, status: int, answer: Any, extra: dict[str, str] | None = None) -> None:
         data = json.dumps(answer).encode()

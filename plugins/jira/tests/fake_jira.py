@@ -1,6 +1,7 @@
 """A fake Jira REST API on 127.0.0.1 (E §A.6 fixture): stdlib HTTP server, real sockets, recorded requests.
 
-Serves ``myself``, ``search/jql`` (Cloud, ``nextPageToken``), ``search`` (DC, ``startAt``/``total``), issue get/put,
+Serves ``myself``, ``project/{key}`` (a key in ``projects`` or of an issue), ``search/jql`` (Cloud,
+``nextPageToken``), ``search`` (DC, ``startAt``/``total``), issue get/put,
 comments (listed in pages, by id, posted), transitions (list, post). Each request is recorded with its method, path,
 query, headers and body. ``fail(method, pattern, status)`` injects an error answer (optionally echoing the request
 headers, as a careless proxy would) for the next ``times`` matching requests; ``slow(method, pattern, seconds)`` answers
@@ -71,6 +72,7 @@ class FakeJira:
         self.faults: list[Fault] = []
         self.delays: list[tuple[str, re.Pattern[str], float]] = []
         self.myself = {"accountId": BOT, "key": "bot", "name": "bot"}
+        self.projects: set[str] = set()  # project keys GET project/{key} knows, besides those of its issues
         self._next_id = 10000
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -174,6 +176,10 @@ class FakeJira:
         query = request.query
         if rest == "myself":
             return 200, self.myself
+        if project_key := re.fullmatch(r"project/([A-Z][A-Z0-9_]*)", rest):
+            key = project_key.group(1)
+            known = key in self.projects or any(issue.key.startswith(key + "-") for issue in self.issues.values())
+            return (200, {"key": key, "name": f"Project {key}"}) if known else (404, {"errorMessages": ["No project"]})
         if rest in ("search/jql", "search"):
             found = self._search(query.get("jql", ""))
             size = int(query.get("maxResults", "50"))

@@ -4,6 +4,9 @@ the live session on real tmux with the fake harness. Scenario ids are from chann
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from fake_slack import BOT_USER
 from slack_world import DANA, REF, Loop
@@ -165,3 +168,17 @@ def test_a_collaborator_granted_on_the_item_is_heard_in_its_thread_and_nowhere_e
     assert loop.route() == 1
     assert "the widget should be blue" in harness.wait_for_submitted(2)[-1]
     assert loop.events("routing.routed")[-1]["collaborator"] is True
+
+
+def test_channels_poll_says_when_no_running_service_will_deliver_what_it_queued(loop: Loop) -> None:
+    """A one-shot read queues replies into the inbox; only a running ingress service routes them on (issue 18)."""
+    loop.spawn()
+    channel, thread = loop.thread()
+    loop.slack.add_message(channel, user=DANA, text="a reply for the session", thread_ts=thread)
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin", "THE_LOOP_CACHE_DIR": ""}
+    argv = [sys.executable, "-m", "the_loop", "--config", str(loop.config.ref.path), "channels", "poll"]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "accepted=1" in result.stdout
+    assert "note: no the-loop service is running to deliver what was queued" in result.stderr
+    assert "the-loop start" in result.stderr

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 def validate(ctx: click.Context, output_format: str) -> None:
     """Check the config; exit 2 on an error, 1 on unknown keys."""
     from the_loop.config import ConfigError
-    from the_loop.default_plugins.core import config_problems, harness_problems
+    from the_loop.default_plugins.core import config_problems
+    from the_loop.sessions.harness import harness_problems
 
     context = app(ctx)
     ref = context.config_ref()

@@ -32,26 +32,6 @@ def loop_record_attributes() -> list[Attribute]:
     return list(ATTRIBUTES)
 
 
-def harness_problems(config: LoadedConfig) -> list[str]:
-    """Decision 8: a routing service needs ``routing.defaultHarness`` to name an installed tmux-hostable adapter."""
-    name = config.core.routing.default_harness
-    adapters = config.host.harnesses()
-    adapter = adapters.get(name)
-    hostable = sorted(n for n, cls in adapters.items() if cls.capabilities.tmux_hostable)
-    choices = ", ".join(hostable) or "none installed"
-    need = f"sessions need a tmux-hostable one ({choices}; e.g. pip install 'the-loop[claude]')"
-    if adapter is None:
-        installed = ", ".join(sorted(adapters)) or "none"
-        return [
-            f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed}); {need}"
-        ]
-    if not adapter.capabilities.tmux_hostable:
-        return [
-            f"routing.defaultHarness: {name!r} cannot be hosted in tmux (it has no pre-assignable session id); {need}"
-        ]
-    return []
-
-
 def webhook_problems(config: LoadedConfig) -> list[str]:
     """The receiver's: each installed route's own (its secret), or none installed at all."""
     routes = [i for i in config.host.ingresses(config) if isinstance(i, WebhookIngress)]
@@ -81,6 +61,8 @@ def poller_problems(config: LoadedConfig) -> list[str]:
 def routing_problems(config: LoadedConfig) -> list[str]:
     """Decision 8, for the routing services: while ``routing.enabled`` they spawn sessions, so the default harness
     must be an installed tmux-hostable adapter. With routing off they only accept and log events."""
+    from the_loop.sessions.harness import harness_problems  # start-up speed: core's hooks load with every command
+
     return harness_problems(config) if config.core.routing.enabled else []
 
 

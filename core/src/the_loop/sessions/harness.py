@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from the_loop.interfaces import HarnessAdapter, Launch
+from the_loop.interfaces import Finding, HarnessAdapter, Launch
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -34,6 +34,37 @@ def adapter_for(name: str, config: LoadedConfig) -> HarnessAdapter:
     if not cls.capabilities.tmux_hostable or not cls.capabilities.preassigned_session_id:
         raise HarnessError(f"harness {name!r} cannot be hosted in tmux: it has no pre-assignable session id")
     return cls(config)
+
+
+def harness_problems(config: LoadedConfig) -> list[str]:
+    """Decision 8: a routing service needs ``routing.defaultHarness`` to name an installed tmux-hostable adapter."""
+    name = config.core.routing.default_harness
+    adapters = config.host.harnesses()
+    adapter = adapters.get(name)
+    hostable = sorted(n for n, cls in adapters.items() if cls.capabilities.tmux_hostable)
+    choices = ", ".join(hostable) or "none installed"
+    need = f"sessions need a tmux-hostable one ({choices}; e.g. pip install 'the-loop[claude]')"
+    if adapter is None:
+        installed = ", ".join(sorted(adapters)) or "none"
+        return [
+            f"routing.defaultHarness: {name!r} is not an installed harness adapter (installed: {installed}); {need}"
+        ]
+    if not adapter.capabilities.tmux_hostable:
+        return [
+            f"routing.defaultHarness: {name!r} cannot be hosted in tmux (it has no pre-assignable session id); {need}"
+        ]
+    return []
+
+
+def harness_findings(config: LoadedConfig) -> list[Finding]:
+    """Whether ``routing.defaultHarness`` can run sessions on this machine: an installed, tmux-hostable adapter
+    (:func:`harness_problems`) whose own :meth:`~the_loop.interfaces.HarnessAdapter.problems` find nothing (its
+    program installed and starting). Asked by ``the-loop init`` and the ``doctor`` commands."""
+    problems = harness_problems(config)
+    if problems:
+        remedy = "install it, or name an installed one (routing.defaultHarness; init --harness NAME)"
+        return [Finding(problem, remedy) for problem in problems]
+    return list(config.host.harnesses()[config.core.routing.default_harness](config).problems())
 
 
 def launch_argv(adapter: HarnessAdapter, launch: Launch, *, resume: bool) -> list[str]:

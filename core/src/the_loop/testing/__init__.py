@@ -104,11 +104,15 @@ def loop_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
     config_path = tmp_path / "cfg" / ".the-loop" / "cli-config.yaml"
     config_path.parent.mkdir(parents=True)
     env = {key: value for key, value in os.environ.items() if not key.startswith("THE_LOOP_")}
-    # The CLI's plugin command cache is the test's own, never the one in the shared venv.
-    env.update(HOME=str(home), THE_LOOP_STOP_TIMEOUT="10", THE_LOOP_CACHE_DIR=str(tmp_path / "cache"))
+    # The CLI's caches are the test's own, never the ones in the shared venv; a GitHub CLI on PATH sees no login.
+    gh_config = str(home / ".config" / "gh")
+    env.update(
+        HOME=str(home), THE_LOOP_STOP_TIMEOUT="10", THE_LOOP_CACHE_DIR=str(tmp_path / "cache"), GH_CONFIG_DIR=gh_config
+    )
     for key in [k for k in os.environ if k.startswith("THE_LOOP_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GH_CONFIG_DIR", gh_config)
     return LoopEnv(tmp=tmp_path, home=home, cwd=cwd, config_path=config_path, env=env)
 
 

@@ -16,12 +16,14 @@ with ``-`` (a Markdown list, an event quoting a flag) is never read as an option
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck
+from the_loop.interfaces import Capabilities, Finding, HarnessAdapter, Launch, ReadyCheck
 from the_loop.toolkit import HarnessError, harness_args, valid_session_id
 
 if TYPE_CHECKING:
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 SECTION = "integrations.claude"
 # One token: --disallowedTools is variadic, so a separate value word could swallow what follows (R24).
 UNATTENDED_ARGS = ("--disallowedTools=AskUserQuestion",)
+INSTALL = "npm install -g @anthropic-ai/claude-code (or set integrations.claude.binary to where it is)"
+VERSION_TIMEOUT = 30.0
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -53,6 +57,25 @@ class ClaudeAdapter(HarnessAdapter):
         (the tmux server may have been started with another PATH)."""
         configured = str(Path(self.settings().binary).expanduser())
         return shutil.which(configured) or configured
+
+    def problems(self) -> list[Finding]:
+        """Claude Code is installed where ``integrations.claude.binary`` says and ``claude --version`` runs (offline;
+        it needs no login)."""
+        binary = self.binary()
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            return [Finding(f"Claude Code is not installed: {self.settings().binary!r} is not on PATH", INSTALL)]
+        try:
+            result = subprocess.run(
+                [binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return [Finding(f"Claude Code does not start: {binary} --version failed ({type(exc).__name__})", INSTALL)]
+        if result.returncode != 0:
+            said = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "no message")[:160]
+            return [
+                Finding(f"Claude Code does not start: {binary} --version exited {result.returncode} ({said})", INSTALL)
+            ]
+        return []
 
     def unattended(self) -> tuple[str, ...]:
         """Every interaction mode except ``cli`` is unattended: nobody answers a question asked in the pane."""

@@ -67,7 +67,7 @@ class Client:
             from github import Auth, Github
 
             self.clients[host] = Github(
-                auth=Auth.Token(self.provider.token()),
+                auth=Auth.Token(self.provider.token("" if host == DEFAULT_HOST else host)),
                 base_url=self.provider.api_base("" if host == DEFAULT_HOST else host),
                 timeout=TIMEOUT_SECONDS,
                 retry=None,  # limits are honoured here, by backing off; PyGithub must never sleep on them

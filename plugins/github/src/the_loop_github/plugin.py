@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from the_loop import hookimpl
-from the_loop.interfaces import ConfigSection, EventType
+from the_loop.interfaces import CommandSpec, ConfigSection, EventType, SetupSpec
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -15,6 +15,35 @@ if TYPE_CHECKING:
 @hookimpl
 def loop_config_sections() -> list[ConfigSection]:
     return [ConfigSection("integrations.github", "the_loop_github.config:GitHubSettings", secrets=("api.tokenEnv",))]
+
+
+@hookimpl
+def loop_register_setup() -> list[SetupSpec]:
+    return [
+        SetupSpec(
+            "github",
+            "[HOST/]OWNER/REPO",
+            "Watch this GitHub repository with the poller (no public URL needed), checked against GitHub first.",
+            "the_loop_github.init:github",
+            prompt="GitHub repository to watch, as OWNER/REPO",
+            options=(
+                ("api-url", "URL", "GitHub's API for --github: GitHub Enterprise or another compatible server."),
+                ("create-label", "", "Create the arming label on the --github repository when it lacks it."),
+            ),
+        )
+    ]
+
+
+@hookimpl
+def loop_register_commands() -> list[CommandSpec]:
+    return [
+        CommandSpec(
+            "github",
+            "Check the GitHub setup against GitHub (token, repositories, label, poller).",
+            "the_loop_github.doctor:github",
+            "doctor",
+        )
+    ]
 
 
 @hookimpl

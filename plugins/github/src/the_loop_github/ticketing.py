@@ -2,14 +2,14 @@
 
 The API base is ``integrations.github.api.baseUrl`` when set, else ``https://<host>/api/v3`` for a ref on an
 Enterprise host, else github.com's API. The token is read at every call from the first non-empty env var named in
-``integrations.github.api.tokenEnv`` (default ``GH_TOKEN``, then ``GITHUB_TOKEN``): rotating it needs no restart,
+``integrations.github.api.tokenEnv`` (default ``GH_TOKEN``, then ``GITHUB_TOKEN``), else ``gh auth token``
+(:mod:`the_loop_github.token`): rotating it needs no restart,
 and it never appears in an event, an error message or argv. Errors are re-raised as :class:`GitHubError` with a
 message built here (method, path, status, GitHub's one-line message), never PyGithub's own text.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -77,15 +77,18 @@ class GitHubTicketProvider(TicketProvider):
             return f"https://{host}/api/v3"
         return settings.api_base_url()
 
-    def token(self) -> str:
-        names = self.settings().api.token_env
-        for name in names:
-            value = os.environ.get(name, "")
-            if value.strip():
-                return value.strip()
+    def token(self, host: str = "") -> str:
+        """The token for ``host`` ("" = the configured one): :func:`the_loop_github.token.find`."""
+        from the_loop_github.token import find
+
+        settings = self.settings()
+        names = settings.api.token_env
+        token, _source = find(names, host or settings.host)
+        if token:
+            return token
         raise TokenMissing(
             f"no GitHub token: set {' or '.join(names) or 'a variable named in integrations.github.api.tokenEnv'} "
-            "(integrations.github.api.tokenEnv)"
+            "(integrations.github.api.tokenEnv), or log in with gh auth login"
         )
 
     @contextmanager
@@ -93,7 +96,7 @@ class GitHubTicketProvider(TicketProvider):
         from github import Auth, Github
 
         client = Github(
-            auth=Auth.Token(self.token()),
+            auth=Auth.Token(self.token(host)),
             base_url=self.api_base(host),
             timeout=TIMEOUT_SECONDS,
             retry=None,  # the dispatcher owns retries; a best-effort call must not stall it

@@ -319,6 +319,18 @@ class JiraClient:
             self._myself = str(found) if found else None
         return self._myself
 
+    def account(self) -> dict[str, Any]:
+        """Who the credentials are, as Jira answers ``myself`` (``accountId`` on Cloud, ``key`` on Data Center);
+        :class:`JiraError` when it will not say (401 for refused credentials)."""
+        found = self._request("GET", "myself")
+        return found if isinstance(found, dict) else {}
+
+    def project(self, key: str) -> dict[str, Any]:
+        """Project ``key`` as Jira answers it (``key``, ``name``); :class:`JiraError` (404) when the credentials
+        cannot see it."""
+        found = self._request("GET", f"project/{key}")
+        return found if isinstance(found, dict) else {}
+
     # ----------------------------------------------------------------------------------------------- read
 
     def _issue_from(self, ref: WorkItemRef, data: dict[str, Any]) -> JiraIssue:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from the_loop import hookimpl
-from the_loop.interfaces import CommandSpec, ConfigSection, EventType
+from the_loop.interfaces import CommandSpec, ConfigSection, EventType, SetupSpec
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -19,6 +19,24 @@ def loop_config_sections() -> list[ConfigSection]:
             "integrations.jira",
             "the_loop_jira.config:JiraSettings",
             secrets=("api.emailEnv", "api.tokenEnv", "webhook.secretEnv"),
+        )
+    ]
+
+
+@hookimpl
+def loop_register_setup() -> list[SetupSpec]:
+    return [
+        SetupSpec(
+            "jira",
+            "SITE/PROJECT",
+            "Watch this Jira project with the poller (acme.atlassian.net/ENG), checked against Jira first.",
+            "the_loop_jira.init:jira",
+            prompt="Jira project to watch, as SITE/PROJECT",
+            options=(
+                ("jira-repository", "OWNER/REPO", "Where the --jira project's code lives (checked out per ticket)."),
+                ("jira-server-url", "URL", "Where Jira requests go for --jira, when not the site itself."),
+                ("jira-deployment", "KIND", "cloud, cloud-scoped or data-center (default: from the --jira site)."),
+            ),
         )
     ]
 

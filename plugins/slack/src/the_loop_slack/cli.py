@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from the_loop.command import FORMAT_OPTION, app, parse_work_item, print_json
+from the_loop.command import FORMAT_OPTION, app, parse_work_item, print_json, undelivered_note
 
 
 def _channel(ctx: click.Context) -> Any:
@@ -103,6 +103,9 @@ def poll(ctx: click.Context, output_format: str) -> None:
         print_json(counts)
     else:
         click.echo(" ".join(f"{key}={value}" for key, value in counts.items()))
+    note = undelivered_note(channel.config) if counts.get("accepted") else None
+    if note:
+        click.echo(note, err=True)
 
 
 @click.command("listen")

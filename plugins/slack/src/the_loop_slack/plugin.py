@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 from the_loop import hookimpl
-from the_loop.interfaces import CommandSpec, ConfigSection, EventType, ServiceSpec
+from the_loop.interfaces import CommandSpec, ConfigSection, EventType, ServiceSpec, SetupSpec
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -17,6 +17,20 @@ if TYPE_CHECKING:
 def loop_config_sections() -> list[ConfigSection]:
     return [
         ConfigSection("channels.slack", "the_loop_slack.config:SlackSettings", secrets=("botTokenEnv", "appTokenEnv"))
+    ]
+
+
+@hookimpl
+def loop_register_setup() -> list[SetupSpec]:
+    return [
+        SetupSpec(
+            "slack",
+            "CHANNEL",
+            "Give each work item a thread in this Slack channel (its id, C…), checked against Slack first.",
+            "the_loop_slack.init:slack",
+            prompt="Slack channel id for the work items' threads",
+            options=(("slack-api-url", "URL", "Slack's Web API for --slack (another Slack-compatible server)."),),
+        )
     ]
 
 

@@ -82,3 +82,15 @@ def require_tmux(config: LoadedConfig) -> None:
     if shutil.which(runner_for(config).binary) is None:
         click.echo(f"error: missing dependency: tmux — {TMUX_INSTALL}", err=True)
         sys.exit(2)
+
+
+def watch_lines(config: LoadedConfig, ref: WorkItemRef) -> list[str]:
+    """Where to watch ``ref``'s session: ``sessions attach``, and the browser terminal when one is running."""
+    lines = [f"watch: the-loop sessions attach --work-item {ref} --read-only"]
+    if config.core.routing.web_terminal.enabled:
+        from the_loop.daemon.webterminal import login
+
+        found = login(config.state)
+        if found is not None:
+            lines.append(f"in a browser: {found['url']} (log in with the-loop sessions attach --web --work-item {ref})")
+    return lines

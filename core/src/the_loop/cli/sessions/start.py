@@ -17,6 +17,7 @@ from the_loop.cli.sessions._common import (
     require_tmux,
     set_status,
     ticket_comment,
+    watch_lines,
 )
 from the_loop.command import app
 from the_loop.control import arming_refusal
@@ -47,6 +48,8 @@ def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
         else:
             control_event(ref, "start", "noop")
             click.echo(f"{ref} already has a session: {own.tmux_target or '(no tmux session yet)'}")
+        for line in watch_lines(config, ref):
+            click.echo(f"  {line}")
         return
     require_tmux(config)  # before anything is recorded: a start that cannot spawn arms nothing
     refusal = arming_refusal(config, ref)
@@ -75,6 +78,7 @@ def start(ctx: click.Context, ref: WorkItemRef, comment: bool) -> None:
         sys.exit(1)
     control_event(ref, "start", "started", tmux_target=outcome.tmux_target)
     click.echo(f"started {ref} in tmux session {outcome.tmux_target}")
-    click.echo(f"  watch: the-loop sessions attach --work-item {ref} --read-only")
+    for line in watch_lines(config, ref):
+        click.echo(f"  {line}")
     if comment:
         ticket_comment(config, ref, f"the-loop: {operator() or 'an operator'} started this work item from the CLI.")
