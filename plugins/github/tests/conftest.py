@@ -7,9 +7,6 @@ pytest's ``pythonpath``), never ``conftest``, a name every plugin's tests folder
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +15,7 @@ import pytest
 from fake_github import BOT, TOKEN, FakeGitHub
 from gh_receiver import AUTO_LABEL, Receiver, github_config
 
-from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop.testing import LoopEnv, free_port, kill_lock_holders
 
 
 @pytest.fixture
@@ -65,19 +62,12 @@ def start_receiver(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callabl
     def start(**settings: Any) -> Receiver:
         port = free_port()
         github_config(gh_env, fake_github, enabled=True, port=port, **settings)
-        argv = [sys.executable, "-m", "the_loop", "-c", str(gh_env.config_path), "daemon", "run", "gh-webhook"]
-        process = subprocess.Popen(argv, cwd=gh_env.cwd, env=gh_env.env, stderr=subprocess.PIPE, text=True)
-        receiver = Receiver(gh_env, port, process)
-        started.append(receiver)
-        wait_for(lambda: receiver.healthy() or process.poll() is not None, timeout=20)
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        return receiver
+        started.append(Receiver.start(gh_env, port))
+        return started[-1]
 
     yield start
     for receiver in started:
-        if receiver.process.poll() is None:
-            receiver.process.send_signal(signal.SIGTERM)
-        receiver.process.wait(timeout=15)
+        receiver.stop()
     kill_lock_holders(gh_env.root)
 
 
