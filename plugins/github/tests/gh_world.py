@@ -1,17 +1,18 @@
 """The GitHub tests' world: the operator's machine against the fake GitHub API, with the fake harness on a private
-tmux server (the ``gh_world`` fixture makes it; imported by name, like ``gh_receiver``).
+tmux server. The ``gh_world`` fixture makes one: ``gh_world(ingress, *, in_process, repositories, plugins, extra,
+polling, **routing)``, the keyword arguments added to the config the ingress starts from.
 
-Its ingress decides what runs:
+- ``"webhook"`` (the default): the real receiver (``the-loop daemon run gh-webhook``) is running, routing on unless
+  ``enabled=False``, against a fake holding ``octo/repo#15`` (labelled) and pull request ``octo/repo#20``; octocat is
+  authorized. ``world.receiver`` is its handle, ``world.restart()`` restarts it, ``world.route()`` works the inbox
+  once from ``gh_route_driver.py`` (which can kill itself at a named point).
+- ``"poller"``: the poller against an empty fake, alice authorized and a label alone arming an item;
+  ``world.cycle()`` runs ``daemon run poller --once``, ``world.start_poller()`` the daemon, and
+  ``world.start_receiver()`` adds the receiver beside it. With ``in_process=True``, ``world.poll`` is the poll
+  source, inbox worker and router in the test's process, the inbox's retry clock injected and tmux able to refuse
+  new sessions.
 
-- ``"webhook"``: the real receiver (``the-loop daemon run gh-webhook``), routing on unless ``enabled=False``, on the
-  fake with ``octo/repo#15`` (labelled) and pull request ``octo/repo#20``; octocat is authorized. ``world.receiver``
-  is its handle; ``world.route()`` works the inbox once from ``gh_route_driver.py``, which can kill itself at a point.
-- ``"poller"``: the poller on an empty fake, alice authorized and a label alone arming an item; ``world.cycle()``
-  runs ``daemon run poller --once``, ``world.start_poller()`` the daemon. With ``in_process=True``, ``world.poll``
-  is the poll source, inbox worker and router in the test's process instead, the inbox's retry clock injected and
-  tmux able to refuse new sessions.
-
-The readers (records, sessions, harnesses, the event log, tmux) and the config writer are the same in every mode.
+The config writer and the readers (records, sessions, harnesses, the event log, tmux) are the same in every mode.
 """
 
 from __future__ import annotations
@@ -97,9 +98,9 @@ class GitHubWorld:
         polling: dict[str, Any] | None = None,
         routing: dict[str, Any] | None = None,
     ) -> None:
-        """``plugins``: test plugin modules (from this folder) for the daemons, after the fake harness;
-        ``extra``: more top-level config keys (``integrations`` added to the fake's); ``polling``: more
-        ``polling`` keys; ``routing``: more ``routing`` keys."""
+        """Start the fake and write the config; nothing runs yet. ``plugins``: test plugin modules (from this folder)
+        for the daemons, after the fake harness; ``extra``: more top-level config keys (``integrations`` added to the
+        fake's); ``polling`` and ``routing``: more keys of those sections."""
         self.env, self.ingress = env, ingress
         self.fake = FakeGitHub(tokens={TOKEN: BOT}).start()
         if ingress == "webhook":
@@ -152,7 +153,7 @@ class GitHubWorld:
         integrations = {**self.fake.config()["integrations"], **self.extra.get("integrations", {})}
         self.env.write_config({**config, **self.extra, "integrations": integrations})
 
-    # ------------------------------------------------------------------------------------------------ daemons
+    # ---------------------------------------------------------------------------------------------- receiver
 
     @property
     def receiver(self) -> Receiver:
@@ -162,10 +163,10 @@ class GitHubWorld:
     def start_receiver(self, **routing: Any) -> Receiver:
         """The receiver on the world's port (a world without one gets one, and the config a ``ghWebhook``);
         ``routing`` keys rewrite the config first."""
-        if self.port is None:
+        fresh = self.port is None
+        if fresh:
             self.port = free_port()
-            self.configure(**routing)
-        elif routing:
+        if fresh or routing:
             self.configure(**routing)
         self._receiver = Receiver.start(self.env, self.port)
         self.processes.append(self._receiver.process)
@@ -181,41 +182,6 @@ class GitHubWorld:
         env = {**self.env.env, "THE_LOOP_TEST_KILL_AT": kill_at}
         argv = [sys.executable, str(HERE / "gh_route_driver.py"), str(self.env.config_path)]
         return subprocess.run(argv, cwd=self.env.cwd, env=env, capture_output=True, text=True, timeout=60)
-
-    def cycle(self, times: int = 1) -> None:
-        """Run ``times`` cycles, each one ``daemon run poller --once`` (a cycle, then its inbox routed)."""
-        for _ in range(times):
-            result = self.env.run("daemon", "run", "poller", "--once", timeout=90)
-            assert result.returncode == 0, result.stderr
-
-    def start_poller(self) -> subprocess.Popen[str]:
-        self.processes.append(daemon(self.env, "poller"))
-        return self.processes[-1]
-
-    def stop(self, process: subprocess.Popen[str]) -> None:
-        """SIGTERM, and wait for it to exit."""
-        stop(process)
-
-    @property
-    def poll(self) -> InProcessPoll:
-        assert self._poll is not None, "not a world made with in_process=True"
-        return self._poll
-
-    def run_in_process(self, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> InProcessPoll:
-        """Make :attr:`poll`: the poller's parts in this process, on the world's config."""
-        self._poll = InProcessPoll(self, host, monkeypatch)
-        return self._poll
-
-    def close(self) -> None:
-        """Stop what still runs (SIGTERM), the tmux server and the fake."""
-        for process in self.processes:
-            stop(process)
-        self.tmux("kill-server")
-        if self._poll is not None:
-            events.configure(None, "test")
-        self.fake.stop()
-
-    # ----------------------------------------------------------------------------------------------- webhooks
 
     def comment(
         self,
@@ -273,6 +239,32 @@ class GitHubWorld:
     def settled(self, timeout: float = 20) -> None:
         """Wait until the router has worked through everything the receiver accepted."""
         wait_for(lambda: not self.pending(), timeout=timeout)
+
+    # ------------------------------------------------------------------------------------------------ poller
+
+    def cycle(self, times: int = 1) -> None:
+        """Run ``times`` cycles, each one ``daemon run poller --once`` (a cycle, then its inbox routed)."""
+        for _ in range(times):
+            result = self.env.run("daemon", "run", "poller", "--once", timeout=90)
+            assert result.returncode == 0, result.stderr
+
+    def start_poller(self) -> subprocess.Popen[str]:
+        self.processes.append(daemon(self.env, "poller"))
+        return self.processes[-1]
+
+    def stop(self, process: subprocess.Popen[str]) -> None:
+        """SIGTERM, and wait for it to exit."""
+        stop(process)
+
+    @property
+    def poll(self) -> InProcessPoll:
+        assert self._poll is not None, "not a world made with in_process=True"
+        return self._poll
+
+    def run_in_process(self, host: TestHost, monkeypatch: pytest.MonkeyPatch) -> InProcessPoll:
+        """Make :attr:`poll`: the poller's parts in this process, on the world's config."""
+        self._poll = InProcessPoll(self, host, monkeypatch)
+        return self._poll
 
     # ----------------------------------------------------------------------------------------------- readers
 
@@ -336,6 +328,15 @@ class GitHubWorld:
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``tmux -L <the world's server> ARGS``."""
         return subprocess.run([self.tmux_binary, "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+
+    def close(self) -> None:
+        """Stop what still runs (SIGTERM), the tmux server and the fake."""
+        for process in self.processes:
+            stop(process)
+        self.tmux("kill-server")
+        if self._poll is not None:
+            events.configure(None, "test")
+        self.fake.stop()
 
 
 @dataclass
