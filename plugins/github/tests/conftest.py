@@ -1,33 +1,30 @@
-"""Fixtures of the GitHub plugin's tests: the fake GitHub API, a config pointing at it, and the real webhook receiver
-(``the-loop daemon run gh-webhook`` in a subprocess) with helpers to send signed deliveries.
+"""Fixtures of the GitHub plugin's tests: the fake GitHub API, a config pointing at it, the real webhook receiver
+(``the-loop daemon run gh-webhook`` in a subprocess) with helpers to send signed deliveries, and ``gh_world``, the
+operator's machine against the fake with the webhook receiver or the poller (:mod:`gh_world`).
 
-Tests import the helpers beside it by name (``fake_github``, ``gh_payloads``, ``gh_receiver``: the folder is on
-pytest's ``pythonpath``), never ``conftest``, a name every plugin's tests folder has.
+Tests import the helpers beside it by name (``fake_github``, ``gh_payloads``, ``gh_receiver``, ``gh_world``: the
+folder is on pytest's ``pythonpath``), never ``conftest``, a name every plugin's tests folder has.
 """
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gh_payloads
 import pytest
 from fake_github import BOT, TOKEN, FakeGitHub
-from gh_receiver import AUTO_LABEL, Receiver, github_config
+from gh_receiver import Receiver, github_config
+from gh_world import GitHubWorld, Ingress, MakeWorld, add_items
 
-from the_loop.testing import LoopEnv, free_port, kill_lock_holders, wait_for
+from the_loop.testing import LoopEnv, free_port, kill_lock_holders
 
 
 @pytest.fixture
 def fake_github() -> Iterator[FakeGitHub]:
     """The fake API with ``octo/repo#15`` (labelled) and PR ``octo/repo#20``; token ``t`` is ``the-loop-bot``."""
     with FakeGitHub(tokens={TOKEN: BOT}) as fake:
-        fake.add_issue("octo/repo", 15, title="Add a widget", labels=[AUTO_LABEL, "bug"])
-        fake.add_issue("octo/repo", 20, title="Widget", pull_request=True)
-        yield fake
+        yield add_items(fake)
 
 
 @pytest.fixture
@@ -65,22 +62,52 @@ def start_receiver(gh_env: LoopEnv, fake_github: FakeGitHub) -> Iterator[Callabl
     def start(**settings: Any) -> Receiver:
         port = free_port()
         github_config(gh_env, fake_github, enabled=True, port=port, **settings)
-        argv = [sys.executable, "-m", "the_loop", "-c", str(gh_env.config_path), "daemon", "run", "gh-webhook"]
-        process = subprocess.Popen(argv, cwd=gh_env.cwd, env=gh_env.env, stderr=subprocess.PIPE, text=True)
-        receiver = Receiver(gh_env, port, process)
-        started.append(receiver)
-        wait_for(lambda: receiver.healthy() or process.poll() is not None, timeout=20)
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        return receiver
+        started.append(Receiver.start(gh_env, port))
+        return started[-1]
 
     yield start
     for receiver in started:
-        if receiver.process.poll() is None:
-            receiver.process.send_signal(signal.SIGTERM)
-        receiver.process.wait(timeout=15)
+        receiver.stop()
     kill_lock_holders(gh_env.root)
 
 
 @pytest.fixture
 def receiver(start_receiver: Callable[..., Receiver]) -> Receiver:
     return start_receiver()
+
+
+# --------------------------------------------------------------------------------------------------- world
+
+
+@pytest.fixture
+def gh_world(gh_env: LoopEnv, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[MakeWorld]:
+    """``gh_world(ingress="webhook", *, in_process=False, …, **routing)`` → a :class:`GitHubWorld` (see
+    :mod:`gh_world`): a ``"webhook"`` world's receiver is running, an in-process poller's parts are made on the
+    test's ``plugin_host``. Every world is closed at teardown."""
+    made: list[GitHubWorld] = []
+
+    def make(
+        ingress: Ingress = "webhook",
+        *,
+        in_process: bool = False,
+        repositories: Sequence[str] | None = None,
+        plugins: Sequence[str] = (),
+        extra: dict[str, Any] | None = None,
+        polling: dict[str, Any] | None = None,
+        **routing: Any,
+    ) -> GitHubWorld:
+        world = GitHubWorld(
+            gh_env, ingress, repositories=repositories, plugins=plugins, extra=extra, polling=polling, routing=routing
+        )
+        made.append(world)
+        if ingress == "webhook":
+            world.start_receiver()
+        if in_process:
+            assert ingress == "poller", "only the poller runs in process"
+            world.run_in_process(request.getfixturevalue("plugin_host"), monkeypatch)
+        return world
+
+    yield make
+    for world in made:
+        world.close()
+    kill_lock_holders(gh_env.root)

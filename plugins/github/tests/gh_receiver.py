@@ -1,10 +1,13 @@
 """The GitHub tests' receiver handle and config writer: a running ``the-loop daemon run gh-webhook`` and helpers to
-send it signed deliveries and read what it wrote (imported by name; ``conftest`` is ambiguous across plugins)."""
+send it signed deliveries and read what it wrote, and the daemon processes and event log reader the GitHub world
+shares with it (imported by name; ``conftest`` is ambiguous across plugins)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import gh_payloads
 import httpx
 from fake_github import FakeGitHub
 
-from the_loop.testing import LoopEnv
+from the_loop.testing import LoopEnv, wait_for
 
 AUTO_LABEL = "the-loop: auto-execute"
 
@@ -28,6 +31,26 @@ def github_config(env: LoopEnv, fake: FakeGitHub | None, **hook: Any) -> dict[st
     return config
 
 
+def read_events(env: LoopEnv, name: str | None = None) -> list[dict[str, Any]]:
+    """The records of ``env``'s event log, those named ``name`` when given."""
+    path = env.root / "logs" / "events.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n") if path.exists() else []  # never splitlines(): U+0085
+    records = [json.loads(line) for line in lines if line.strip()]
+    return [record for record in records if name is None or record["event"] == name]
+
+
+def daemon(env: LoopEnv, service: str) -> subprocess.Popen[str]:
+    """``the-loop daemon run SERVICE`` on ``env``'s config, in the background (its stderr kept)."""
+    argv = [sys.executable, "-m", "the_loop", "-c", str(env.config_path), "daemon", "run", service]
+    return subprocess.Popen(argv, cwd=env.cwd, env=env.env, stderr=subprocess.PIPE, text=True)
+
+
+def stop(process: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` (when it still runs) and wait for it to exit."""
+    process.send_signal(sig)
+    process.wait(timeout=30)
+
+
 @dataclass
 class Receiver:
     """A running ``gh-webhook`` service and what it wrote."""
@@ -35,6 +58,18 @@ class Receiver:
     env: LoopEnv
     port: int
     process: subprocess.Popen[str]
+
+    @classmethod
+    def start(cls, env: LoopEnv, port: int) -> Receiver:
+        """The receiver on ``env``'s config (which names ``port``), once it answers ``/health``."""
+        process = daemon(env, "gh-webhook")
+        receiver = cls(env, port, process)
+        wait_for(lambda: receiver.healthy() or process.poll() is not None, timeout=20)
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        return receiver
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        stop(self.process, sig)
 
     @property
     def url(self) -> str:
@@ -83,10 +118,7 @@ class Receiver:
         return keys
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        path = self.env.root / "logs" / "events.jsonl"
-        lines = path.read_text(encoding="utf-8").split("\n") if path.exists() else []  # never splitlines(): U+0085
-        records = [json.loads(line) for line in lines if line.strip()]
-        return [record for record in records if name is None or record["event"] == name]
+        return read_events(self.env, name)
 
     def healthy(self) -> bool:
         try:

@@ -12,19 +12,18 @@ B14).
 from __future__ import annotations
 
 import json
-import secrets
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_github import BOT, TOKEN, FakeGitHub
+from gh_world import GitHubWorld, MakeWorld
 
-from the_loop.testing import LoopEnv, kill_lock_holders, wait_for
+from the_loop.testing import LoopEnv, wait_for
 from the_loop.testing.harness import FakeHarness
 
 AUTO = "the-loop: auto-execute"
@@ -33,143 +32,16 @@ REF1 = "github:octo/repo#1"
 MARKER = "<!-- the-loop:agent-comment -->"
 
 
-class World:
-    """The operator's machine with the poller configured against the fake, and helpers to look at what it did."""
-
-    def __init__(self, env: LoopEnv, fake: FakeGitHub, socket: str, logs: Path) -> None:
-        self.env, self.fake, self.socket, self.logs = env, fake, socket, logs
-        self.processes: list[subprocess.Popen[str]] = []
-
-    # ------------------------------------------------------------------------------------------ running
-
-    def cycle(self, times: int = 1) -> None:
-        """Run ``times`` cycles, each one ``daemon run poller --once`` (a cycle, then its inbox routed)."""
-        for _ in range(times):
-            result = self.env.run("daemon", "run", "poller", "--once", timeout=90)
-            assert result.returncode == 0, result.stderr
-
-    def start(self) -> subprocess.Popen[str]:
-        argv = [sys.executable, "-m", "the_loop", "-c", str(self.env.config_path), "daemon", "run", "poller"]
-        process = subprocess.Popen(argv, cwd=self.env.cwd, env=self.env.env, stderr=subprocess.PIPE, text=True)
-        self.processes.append(process)
-        return process
-
-    def stop(self, process: subprocess.Popen[str]) -> None:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-
-    # -------------------------------------------------------------------------------------------- state
-
-    def record(self, number: int = 1) -> dict[str, Any]:
-        path = self.env.root / "portable" / f"github-octo-repo-{number}.json"
-        return json.loads(path.read_text()) if path.exists() else {}
-
-    def ledger(self, number: int = 1) -> dict[str, Any]:
-        return self.record(number).get("poll") or {}
-
-    def session(self, number: int = 1) -> dict[str, Any] | None:
-        path = self.env.root / "local" / f"github-octo-repo-{number}.json"
-        if not path.exists():
-            return None
-        return json.loads(path.read_text())["sessions"].get(f"github:octo/repo#{number}")
-
-    def harness(self, number: int = 1) -> FakeHarness:
-        session = self.session(number)
-        assert session is not None, f"no session for #{number}"
-        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl")
-
-    def pasted(self, number: int = 1) -> list[str]:
-        """Every message submitted to the item's harness (a paste is one submitted message)."""
-        session = self.session(number)
-        if session is None:
-            return []
-        return FakeHarness(self.logs / f"{session['harnessSessionId']}.jsonl").submitted()
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [record for record in self.env.events() if record["event"] == name]
-
-    def heartbeat(self) -> dict[str, Any]:
-        return json.loads((self.env.root / "poll-status.json").read_text())
-
-    def clocks(self) -> dict[str, Any]:
-        path = self.env.root / "local" / "poll-clocks.json"
-        return json.loads(path.read_text())["clocks"] if path.exists() else {}
-
-
-def body_count(world: World, number: int, text: str) -> int:
+def body_count(world: GitHubWorld, number: int, text: str) -> int:
     """How many times ``text`` reached the session's harness log (each paste is one submitted message)."""
     return sum(text in line for line in world.pasted(number))
-
-
-def poller_config(
-    env: LoopEnv,
-    fake: FakeGitHub,
-    socket: str,
-    routing: dict[str, Any] | None = None,
-    repositories: list[str] | None = None,
-    **polling: Any,
-) -> dict[str, Any]:
-    """The poller against ``fake``, routing with the fake harness on tmux server ``socket``; alice is authorized and
-    a label alone arms an item."""
-    return {
-        "version": "0.12.0",
-        "repositories": repositories or [REPO],
-        "routing": {
-            "enabled": True,
-            "defaultHarness": "fake",
-            "spawnOnUnmatched": "labeled",
-            "authorizedUsers": ["alice"],
-            "spawnWorkdir": str(env.tmp / "work"),
-            "tmux": {"socketName": socket, "resumeProbeSeconds": 0.3},
-            "control": {"requireStartCommand": False},
-            **(routing or {}),
-        },
-        "polling": {
-            "enabled": True,
-            "intervalSeconds": 1,
-            "maxRetries": 3,
-            "sources": [{"provider": "github"}],
-            **polling,
-        },
-        **fake.config(),
-    }
-
-
-@pytest.fixture
-def world(gh_env: LoopEnv) -> Iterator[Callable[..., World]]:
-    made: list[tuple[World, FakeGitHub]] = []
-
-    def make(*, routing: dict[str, Any] | None = None, repositories: list[str] | None = None, **polling: Any) -> World:
-        fake = FakeGitHub(tokens={TOKEN: BOT}).start()
-        socket = f"the-loop-test-{secrets.token_hex(6)}"
-        logs = gh_env.tmp / "harness-logs"
-        logs.mkdir(exist_ok=True)
-        (gh_env.tmp / "work").mkdir(exist_ok=True)
-        gh_env.env.update(
-            THE_LOOP_EXTRA_PLUGINS="the_loop.testing.fake_plugin", FAKE_HARNESS_LOG=str(logs / "{session}.jsonl")
-        )
-        gh_env.write_config(poller_config(gh_env, fake, socket, routing, repositories, **polling))
-        made_world = World(gh_env, fake, socket, logs)
-        made.append((made_world, fake))
-        return made_world
-
-    yield make
-    for made_world, fake in made:
-        for process in made_world.processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=10)
-        subprocess.run(["tmux", "-L", made_world.socket, "kill-server"], capture_output=True, timeout=10)
-        fake.stop()
-    kill_lock_holders(gh_env.root)
 
 
 # ---------------------------------------------------------------------------------------------- first sight
 
 
-def test_b1_first_sight_baselines_the_thread_and_spawns_once(world: Callable[..., World]) -> None:
-    w = world()
+def test_b1_first_sight_baselines_the_thread_and_spawns_once(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     w.fake.add_issue(REPO, 1, title="Widget", labels=[AUTO], author="alice")
     ids = [w.fake.add_comment(REPO, 1, f"old remark {n}", login="alice") for n in range(3)]
     w.cycle(2)
@@ -186,8 +58,8 @@ def test_b1_first_sight_baselines_the_thread_and_spawns_once(world: Callable[...
     assert ledger["title"] == "Widget"
 
 
-def test_b2_b11_new_comment_is_pasted_exactly_once_across_restarts(world: Callable[..., World]) -> None:
-    w = world()
+def test_b2_b11_new_comment_is_pasted_exactly_once_across_restarts(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     w.cycle(2)
     w.harness(1).wait_ready(timeout=20)
@@ -205,8 +77,8 @@ def test_b2_b11_new_comment_is_pasted_exactly_once_across_restarts(world: Callab
     assert len([p for p in w.env.root.glob("local/github-octo-repo-*.json")]) == 1  # no second session
 
 
-def test_b3_strangers_and_self_marked_comments_are_baselined_without_an_attempt(world: Callable[..., World]) -> None:
-    w = world()
+def test_b3_strangers_and_self_marked_comments_are_baselined_without_an_attempt(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     w.cycle(2)
     w.harness(1).wait_ready(timeout=20)
@@ -220,7 +92,7 @@ def test_b3_strangers_and_self_marked_comments_are_baselined_without_an_attempt(
     assert body_count(w, 1, "mallory") == 0 and body_count(w, 1, "status update") == 0
 
 
-def established(w: World, number: int = 1, *, pull: bool = False) -> FakeHarness:
+def established(w: GitHubWorld, number: int = 1, *, pull: bool = False) -> FakeHarness:
     """Item ``number`` by alice, labelled, with a live session (first sight and its spawn)."""
     w.fake.add_issue(REPO, number, labels=[AUTO], author="alice", pull_request=pull)
     w.cycle(2)
@@ -229,8 +101,8 @@ def established(w: World, number: int = 1, *, pull: bool = False) -> FakeHarness
     return harness
 
 
-def test_b4_pull_request_surfaces_reviews_and_inline_comments(world: Callable[..., World]) -> None:
-    w = world()
+def test_b4_pull_request_surfaces_reviews_and_inline_comments(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 2, pull=True)
     w.fake.add_review(REPO, 2, "fix X", "COMMENTED", login="alice")
     w.fake.add_review(REPO, 2, "", "APPROVED", login="alice")
@@ -247,22 +119,22 @@ def test_b4_pull_request_surfaces_reviews_and_inline_comments(world: Callable[..
     assert keys and all(k.startswith(("github:review:PRR_", "github:review-comment:PRRC_")) for k in keys)
 
 
-def test_b5_start_posted_before_first_sight_is_executed(world: Callable[..., World]) -> None:
-    w = world(routing={"control": {"requireStartCommand": True}})
+def test_b5_start_posted_before_first_sight_is_executed(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", control={"requireStartCommand": True})
     w.fake.add_issue(REPO, 3, labels=[AUTO], author="alice")
     w.fake.add_comment(REPO, 3, "chatter one", login="alice")
     w.fake.add_comment(REPO, 3, "the-loop start", login="alice")
     w.fake.add_comment(REPO, 3, "chatter two", login="alice")
     w.cycle(1)
     assert w.session(3) is not None
-    assert w.record(3)["control"]["command"] == "start" and w.record(3)["control"]["actor"] == "alice"
+    assert w.portable(3)["control"]["command"] == "start" and w.portable(3)["control"]["actor"] == "alice"
     w.cycle(1)
     assert not w.events("poll.spawn_failed")
     assert all("chatter" not in text for text in w.pasted(3))
 
 
-def test_b6_issue_opened_by_a_stranger_waits_for_a_start(world: Callable[..., World]) -> None:
-    w = world()
+def test_b6_issue_opened_by_a_stranger_waits_for_a_start(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     w.fake.add_issue(REPO, 4, labels=[AUTO], author="mallory")
     w.cycle(2)
     assert w.session(4) is None
@@ -275,18 +147,18 @@ def test_b6_issue_opened_by_a_stranger_waits_for_a_start(world: Callable[..., Wo
 # ------------------------------------------------------------------------------------------------ closure
 
 
-def closure_questions(w: World, number: int) -> int:
+def closure_questions(w: GitHubWorld, number: int) -> int:
     return len(w.fake.calls("GET", f"/repos/octo/repo/issues/{number}"))
 
 
-def test_b15_closed_issue_ends_through_the_close_path(world: Callable[..., World]) -> None:
-    w = world()
+def test_b15_closed_issue_ends_through_the_close_path(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     w.fake.close(REPO, 1, by="bob", reason="completed")
     w.cycle(1)
     detected = w.events("poll.closure_detected")
     assert [(e["state"], e["kind"]) for e in detected] == [("closed", "issue")]
-    ended = w.record(1)["ended"]
+    ended = w.portable(1)["ended"]
     assert (ended["state"], ended["reason"], ended["source"], ended["actor"]) == (
         "closed",
         "issue-closed",
@@ -294,27 +166,27 @@ def test_b15_closed_issue_ends_through_the_close_path(world: Callable[..., World
         "bob",
     )
     assert [e["reason"] for e in w.events("cleanup.deferred")] == ["unauthorized-actor"]
-    assert "poll" not in w.record(1)
+    assert "poll" not in w.portable(1)
     assert REF1 not in w.clocks()
-    has = subprocess.run(["tmux", "-L", w.socket, "has-session", "-t", "=loop-github-octo-repo-1"], timeout=10)
+    has = w.tmux("has-session", "-t", "=loop-github-octo-repo-1")
     assert has.returncode == 0  # kept for a person to read: the closer was not authorized to clean up
     asked = closure_questions(w, 1)
     w.cycle(2)
     assert closure_questions(w, 1) == asked  # never asked again
 
 
-def test_s4_an_item_answering_404_twice_ends_as_deleted_without_cleanup(world: Callable[..., World]) -> None:
+def test_s4_an_item_answering_404_twice_ends_as_deleted_without_cleanup(gh_world: MakeWorld) -> None:
     """§4 item-level faults: one 404 may be a blip (the session stays); two in a row close the item as ``deleted``
     through the one close path, and nobody closed it, so cleanup waits for a person."""
-    w = world()
+    w = gh_world("poller")
     established(w, 1)
     with w.fake.lock:
         del w.fake.items[("octo/repo", 1)]  # deleted upstream: gone from the listing, 404 when asked
     w.cycle(1)
-    assert "ended" not in w.record(1) and w.session(1)["status"] == "active"
+    assert "ended" not in w.portable(1) and w.session(1)["status"] == "active"
     assert [e["work_item"] for e in w.events("poll.item_error")] == [REF1]
     w.cycle(1)
-    ended = w.record(1)["ended"]
+    ended = w.portable(1)["ended"]
     assert (ended["state"], ended["reason"], ended["kind"], ended["actor"]) == ("deleted", "deleted", "issue", "")
     assert [(e["state"], e["reason"]) for e in w.events("poll.closure_detected")] == [("deleted", "not-found")]
     assert w.session(1)["status"] == "closed"
@@ -324,19 +196,19 @@ def test_s4_an_item_answering_404_twice_ends_as_deleted_without_cleanup(world: C
     assert closure_questions(w, 1) == asked  # ended: never asked again
 
 
-def test_b16_merged_pull_request_ends_as_merged(world: Callable[..., World]) -> None:
-    w = world()
+def test_b16_merged_pull_request_ends_as_merged(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 2, pull=True)
     w.fake.items[("octo/repo", 2)].merged = True
     w.fake.close(REPO, 2, by="alice")
     w.cycle(1)
-    ended = w.record(2)["ended"]
+    ended = w.portable(2)["ended"]
     assert (ended["state"], ended["reason"], ended["kind"]) == ("merged", "pr-merged", "pull-request")
     assert [(e["state"], e["kind"]) for e in w.events("poll.closure_detected")] == [("merged", "pull-request")]
 
 
-def test_b17_failed_listing_never_closes(world: Callable[..., World]) -> None:
-    w = world()
+def test_b17_failed_listing_never_closes(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     w.fake.close(REPO, 1, by="alice")
     w.fake.fault("GET", "/repos/octo/repo/issues", status=500)
@@ -348,37 +220,37 @@ def test_b17_failed_listing_never_closes(world: Callable[..., World]) -> None:
     assert w.events("poll.scope_error")
 
 
-def test_b19_label_removed_still_open_is_asked_every_cycle_and_kept(world: Callable[..., World]) -> None:
-    w = world()
+def test_b19_label_removed_still_open_is_asked_every_cycle_and_kept(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     w.fake.items[("octo/repo", 1)].labels = []
     w.cycle(3)
     assert closure_questions(w, 1) == 3
-    assert w.session(1)["status"] == "active" and "ended" not in w.record(1)
+    assert w.session(1)["status"] == "active" and "ended" not in w.portable(1)
 
 
-def test_b21_reopened_item_is_first_sight_again(world: Callable[..., World]) -> None:
-    w = world()
+def test_b21_reopened_item_is_first_sight_again(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     before = w.session(1)["harnessSessionId"]
     w.fake.close(REPO, 1, by="bob")
     w.cycle(1)
-    assert "ended" in w.record(1)
+    assert "ended" in w.portable(1)
     w.fake.add_comment(REPO, 1, "said while closed", login="alice")
     item = w.fake.items[("octo/repo", 1)]
     item.state, item.updated_at = "open", w.fake.stamp()
     w.cycle(2)
     assert [e["source"] for e in w.events("work_item.reopened")] == ["poll"]
-    assert "ended" not in w.record(1)
+    assert "ended" not in w.portable(1)
     assert not w.events("poll.comment_forwarded")  # re-baselined, no replay
     wait_for(lambda: (w.session(1) or {}).get("harnessSessionId") not in (None, before), timeout=20)
     assert all("said while closed" not in text for text in w.pasted(1))
 
 
-def test_b20_ledger_only_records_are_asked_lazily(world: Callable[..., World]) -> None:
+def test_b20_ledger_only_records_are_asked_lazily(gh_world: MakeWorld) -> None:
     from the_loop.state import atomic_write_json
 
-    w = world()
+    w = gh_world("poller")
     portable = w.env.root / "portable"
     portable.mkdir(parents=True, exist_ok=True)
     clocks = {}
@@ -410,16 +282,16 @@ def test_b20_ledger_only_records_are_asked_lazily(world: Callable[..., World]) -
 # ------------------------------------------------------------------------------------------- process, lock
 
 
-def wait_cycles(w: World, count: int, timeout: float = 30) -> None:
+def wait_cycles(w: GitHubWorld, count: int, timeout: float = 30) -> None:
     wait_for(lambda: len(w.events("poll.cycle")) >= count, timeout=timeout)
 
 
-def test_b18_issues_disabled_is_quarantined_per_repository(world: Callable[..., World]) -> None:
-    w = world(repositories=["octo/a", "octo/b"], routing={"enabled": False})
+def test_b18_issues_disabled_is_quarantined_per_repository(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", repositories=["octo/a", "octo/b"], enabled=False)
     w.fake.add_issue("octo/a", 1, labels=[AUTO], author="alice")
     w.fake.add_issue("octo/b", 2, labels=[AUTO], author="alice", pull_request=True)
     w.fake.fault("GET", "/repos/octo/b/issues", status=410, message="Issues are disabled for this repo")
-    process = w.start()
+    process = w.start_poller()
     wait_cycles(w, 5)
     w.stop(process)
     cycles = len(w.events("poll.cycle"))
@@ -437,10 +309,10 @@ def test_b18_issues_disabled_is_quarantined_per_repository(world: Callable[..., 
     assert "degraded:   octo/b — skipped" in status and "before it stopped" in status
 
 
-def test_b12_second_poller_is_blocked_and_a_stale_pidfile_is_taken(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False}, intervalSeconds=60)  # the first one sleeps after its first cycle …
+def test_b12_second_poller_is_blocked_and_a_stale_pidfile_is_taken(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False, polling={"intervalSeconds": 60})  # the first sleeps after one cycle …
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
-    process = w.start()
+    process = w.start_poller()
     wait_cycles(w, 1)
     requests = len(w.fake.requests)
     began = time.monotonic()
@@ -462,11 +334,11 @@ def test_b12_second_poller_is_blocked_and_a_stale_pidfile_is_taken(world: Callab
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
-def test_b13_b22_heartbeat_shape_status_and_graceful_stop(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+def test_b13_b22_heartbeat_shape_status_and_graceful_stop(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     w.fake.fault("GET", "/repos/octo/repo/issues", delay=2.0, times=1)  # the first cycle takes a while
-    process = w.start()
+    process = w.start_poller()
     beat_path = w.env.root / "poll-status.json"
     wait_for(beat_path.exists, timeout=20)
     beat = w.heartbeat()
@@ -486,8 +358,8 @@ def test_b13_b22_heartbeat_shape_status_and_graceful_stop(world: Callable[..., W
     assert w.events("poller.stopped")
 
 
-def test_b24_missing_token_refuses_before_the_lock(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+def test_b24_missing_token_refuses_before_the_lock(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)
     w.env.env.pop("GH_TOKEN", None)
     result = w.env.run("daemon", "run", "poller", "--once", GH_TOKEN="", GITHUB_TOKEN="")
     assert result.returncode == 1
@@ -495,8 +367,8 @@ def test_b24_missing_token_refuses_before_the_lock(world: Callable[..., World]) 
     assert not (w.env.root / "poll.pid").exists() and not w.fake.requests
 
 
-def test_b25_rate_limit_stops_every_call_until_the_reset(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+def test_b25_rate_limit_stops_every_call_until_the_reset(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)
     established_ledger = w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     assert established_ledger
     reset = str(int(time.time()) + 120)
@@ -508,7 +380,7 @@ def test_b25_rate_limit_stops_every_call_until_the_reset(world: Callable[..., Wo
         headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset},
         message="API rate limit exceeded",
     )
-    process = w.start()
+    process = w.start_poller()
     wait_cycles(w, 4)
     w.stop(process)
     assert len(w.fake.requests) == 1  # the one that was told to wait
@@ -517,14 +389,14 @@ def test_b25_rate_limit_stops_every_call_until_the_reset(world: Callable[..., Wo
     assert not w.events("poll.closure_detected") and not w.ledger(1)
 
 
-def test_kill_mid_cycle_loses_nothing_and_delivers_nothing_twice(world: Callable[..., World]) -> None:
-    w = world()
+def test_kill_mid_cycle_loses_nothing_and_delivers_nothing_twice(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     established(w, 2)
     w.fake.add_comment(REPO, 2, "second item words", login="alice")
     w.fake.add_comment(REPO, 1, "first item words", login="alice")  # #1 is newer: processed first
     w.fake.fault("GET", "/repos/octo/repo/issues/2/comments", delay=5.0, times=1)
-    process = w.start()
+    process = w.start_poller()
     wait_for(lambda: w.fake.calls("GET", "/repos/octo/repo/issues/2/comments"), timeout=30)
     time.sleep(0.3)
     process.send_signal(signal.SIGKILL)  # mid-cycle: #1 handled, #2 being read
@@ -536,53 +408,31 @@ def test_kill_mid_cycle_loses_nothing_and_delivers_nothing_twice(world: Callable
     assert w.ledger(1)["commentAttempts"] == {} and w.ledger(2)["commentAttempts"] == {}
 
 
-def test_b27_a_comment_seen_by_webhook_and_poller_is_pasted_once(world: Callable[..., World]) -> None:
+def test_b27_a_comment_seen_by_webhook_and_poller_is_pasted_once(gh_world: MakeWorld) -> None:
     import gh_payloads
-    import httpx
 
-    from the_loop.testing import free_port
-
-    w = world()
+    w = gh_world("poller")
     established(w, 1)
     cid = w.fake.add_comment(REPO, 1, "said on both ingresses", login="alice")
-    port = free_port()
-    config = json.loads(json.dumps(__import__("yaml").safe_load(w.env.config_path.read_text())))
-    config["webhooks"] = {"ghWebhook": {"enabled": True, "port": port}}
-    w.env.write_config(config)
-    w.env.env["THE_LOOP_GH_WEBHOOK_SECRET"] = gh_payloads.SECRET
-    argv = [sys.executable, "-m", "the_loop", "-c", str(w.env.config_path), "daemon", "run", "gh-webhook"]
-    receiver = subprocess.Popen(argv, cwd=w.env.cwd, env=w.env.env, stderr=subprocess.PIPE, text=True)
-    w.processes.append(receiver)
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(healthy, timeout=20)
+    receiver = w.start_receiver()  # the config gets a ghWebhook: the receiver routes beside the poller
     payload = gh_payloads.adapt(
         gh_payloads.load("issue_comment.created"), number=1, body="said on both ingresses", login="alice", labels=[AUTO]
     )
     payload["issue"].pop("pull_request", None)
     payload["comment"].update(id=cid, node_id=f"IC_fake{cid}")
-    body = gh_payloads.encode(payload)
-    response = httpx.post(
-        f"http://127.0.0.1:{port}/gh-webhook", content=body, headers=gh_payloads.headers("issue_comment", body)
-    )
-    assert response.status_code == 202
+    assert receiver.post("issue_comment", payload).status_code == 202
     wait_for(lambda: body_count(w, 1, "said on both ingresses") == 1, timeout=20)
     w.cycle(2)
     time.sleep(1.0)
     assert body_count(w, 1, "said on both ingresses") == 1
     assert f"IC_fake{cid}" in w.ledger(1)["seenComments"]
-    w.stop(receiver)
+    receiver.stop()
 
 
-def test_b8_comment_give_up_posts_one_notice_without_the_text(world: Callable[..., World]) -> None:
+def test_b8_comment_give_up_posts_one_notice_without_the_text(gh_world: MakeWorld) -> None:
     """The inbox abandoning a round (every attempt failed) is simulated by moving its entry to ``abandoned/``,
     exactly where :meth:`Inbox.release` puts an entry after its last attempt."""
-    w = world(routing={"enabled": False})
+    w = gh_world("poller", enabled=False)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     w.cycle(1)
     cid = w.fake.add_comment(REPO, 1, "secret plan do not echo", login="alice")
@@ -616,8 +466,8 @@ def test_b8_comment_give_up_posts_one_notice_without_the_text(world: Callable[..
     assert len(w.events("poll.giveup_reported")) == 1
 
 
-def test_b10_a_comment_settled_while_paused_is_never_pasted(world: Callable[..., World]) -> None:
-    w = world()
+def test_b10_a_comment_settled_while_paused_is_never_pasted(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     paused = w.env.run("sessions", "pause", "--work-item", REF1)
     assert paused.returncode == 0, paused.stderr
@@ -717,7 +567,7 @@ def test_pagination_follows_link_and_caps_the_listing(
 # ------------------------------------------------------------------------------------------ retry budgets
 
 
-def abandon(w: World, key_prefix: str) -> int:
+def abandon(w: GitHubWorld, key_prefix: str) -> int:
     """Move the pending inbox entries whose key starts with ``key_prefix`` to ``abandoned/``, where the inbox puts
     an entry after its last failed attempt (the fault a spawn that cannot start produces, minus the backoff)."""
     inbox = w.env.root / "local" / "inbox"
@@ -730,8 +580,8 @@ def abandon(w: World, key_prefix: str) -> int:
     return moved
 
 
-def test_b7_spawn_give_up_and_rearm_by_a_new_comment(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+def test_b7_spawn_give_up_and_rearm_by_a_new_comment(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     for _ in range(3):
         w.cycle(1)
@@ -749,8 +599,8 @@ def test_b7_spawn_give_up_and_rearm_by_a_new_comment(world: Callable[..., World]
     assert [e["attempt"] for e in w.events("poll.comment_forwarded")] == [1]
 
 
-def test_b9_an_attempt_in_flight_spends_nothing(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})  # nothing routes: the entry stays pending (in flight)
+def test_b9_an_attempt_in_flight_spends_nothing(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)  # nothing routes: the entry stays pending (in flight)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     w.cycle(1)
     cid = w.fake.add_comment(REPO, 1, "slow to deliver", login="alice")
@@ -761,8 +611,8 @@ def test_b9_an_attempt_in_flight_spends_nothing(world: Callable[..., World]) -> 
     assert keys.count(f"github:comment:IC_fake{cid}") == 1
 
 
-def test_r29_comments_given_up_by_another_version_get_a_fresh_budget(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+def test_r29_comments_given_up_by_another_version_get_a_fresh_budget(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     w.cycle(1)
     cid = w.fake.add_comment(REPO, 1, "failed under the old version", login="alice")
@@ -778,10 +628,10 @@ def test_r29_comments_given_up_by_another_version_get_a_fresh_budget(world: Call
     assert len(w.events("poll.rearmed")) == 1  # each process re-arms once, and only for another version
 
 
-def test_404_is_a_permanent_scope_failure_not_an_endless_retry(world: Callable[..., World]) -> None:
-    w = world(repositories=["octo/repo", "octo/gone"], routing={"enabled": False})
+def test_404_is_a_permanent_scope_failure_not_an_endless_retry(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", repositories=["octo/repo", "octo/gone"], enabled=False)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
-    process = w.start()
+    process = w.start_poller()
     wait_cycles(w, 3)
     w.stop(process)
     assert len(w.fake.calls("GET", "/repos/octo/gone/issues")) == 1
@@ -792,8 +642,8 @@ def test_404_is_a_permanent_scope_failure_not_an_endless_retry(world: Callable[.
     assert not w.fake.calls("GET", r"/repos/octo/gone/issues/\d+")  # a degraded scope is never reconciled
 
 
-def test_issue_93_368_a_linked_pull_request_feeds_the_issue_session_and_its_record(world: Callable[..., World]) -> None:
-    w = world()
+def test_issue_93_368_a_linked_pull_request_feeds_the_issue_session_and_its_record(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     w.fake.add_issue(REPO, 5, labels=[AUTO], author="alice", pull_request=True, body="Fixes #1")
     w.cycle(1)
@@ -802,7 +652,7 @@ def test_issue_93_368_a_linked_pull_request_feeds_the_issue_session_and_its_reco
     wait_for(lambda: body_count(w, 1, "review the pull request please") == 1, timeout=20)
     assert w.session(5) is None and not (w.env.root / "local" / "github-octo-repo-5.json").exists()
     assert not (w.env.root / "portable" / "github-octo-repo-5.json").exists()  # one record per work item
-    pulls = w.record(1)["pullRequests"]["github:octo/repo#5"]
+    pulls = w.portable(1)["pullRequests"]["github:octo/repo#5"]
     assert pulls["commentAttempts"] == {} and len(pulls["seenComments"]) >= 1
     assert "spawn" not in pulls and "title" not in pulls
 
@@ -815,12 +665,12 @@ def reactions_of(comment_id: int) -> str:
     return rf"/repos/octo/repo/issues/comments/{comment_id}/reactions"
 
 
-def test_b9_a_dispatch_held_open_spends_no_attempt_and_delivers_once(world: Callable[..., World]) -> None:
-    w = world()
+def test_b9_a_dispatch_held_open_spends_no_attempt_and_delivers_once(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     cid = w.fake.add_comment(REPO, 1, "slow to deliver", login="alice")
     w.fake.fault("POST", reactions_of(cid), delay=4.0, times=1)  # the router holds this dispatch for 4 s
-    process = w.start()
+    process = w.start_poller()
     wait_for(lambda: w.fake.calls("POST", reactions_of(cid)), timeout=30)
     held_from = len(w.events("poll.cycle"))
     wait_for(lambda: body_count(w, 1, "slow to deliver") == 1, timeout=30)
@@ -834,13 +684,13 @@ def test_b9_a_dispatch_held_open_spends_no_attempt_and_delivers_once(world: Call
     assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
 
 
-def test_b14_a_stop_gives_back_the_attempts_of_undelivered_comments(world: Callable[..., World]) -> None:
-    w = world()
+def test_b14_a_stop_gives_back_the_attempts_of_undelivered_comments(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     first = w.fake.add_comment(REPO, 1, "first of two", login="alice")
     second = w.fake.add_comment(REPO, 1, "second of two", login="alice")
     w.fake.fault("POST", reactions_of(first), delay=5.0, times=1)  # the second waits behind the first
-    process = w.start()
+    process = w.start_poller()
     wait_for(lambda: w.fake.calls("POST", reactions_of(first)), timeout=30)
     w.stop(process)  # SIGTERM: the dispatch in hand finishes, nothing else starts
     assert process.returncode == 0
@@ -885,12 +735,12 @@ def test_b25_a_rate_limit_holds_every_call_until_its_reset(gh_env: LoopEnv, plug
         assert result["scopesFailed"] == [] and result["itemsSeen"] == 1 and len(fake.requests) > 1
 
 
-def test_r13_a_listed_item_missing_a_label_is_reported_once(world: Callable[..., World]) -> None:
-    w = world(repositories=["octo/b"], routing={"enabled": False})
+def test_r13_a_listed_item_missing_a_label_is_reported_once(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", repositories=["octo/b"], enabled=False)
     w.fake.add_issue("octo/b", 2, labels=[AUTO], author="alice", pull_request=True)
     w.fake.add_issue("octo/b", 3, labels=["bug"], author="alice", pull_request=True)
     w.fake.fault("GET", "/repos/octo/b/issues", status=410, message="Issues are disabled for this repo")
-    process = w.start()  # issues disabled: pull requests are listed unfiltered and judged here
+    process = w.start_poller()  # issues disabled: pull requests are listed unfiltered and judged here
     wait_cycles(w, 3)
     w.stop(process)
     filtered = w.events("poll.item_filtered")
@@ -918,15 +768,15 @@ def test_r34_issue_405_an_item_already_closing_is_not_asked(gh_env: LoopEnv, plu
         assert len(fake.calls("GET", "/repos/octo/repo/issues/1")) == 1
 
 
-def test_seed004_a_closed_pull_request_leaves_its_owners_record(world: Callable[..., World]) -> None:
-    w = world()
+def test_seed004_a_closed_pull_request_leaves_its_owners_record(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 1)
     w.fake.add_issue(REPO, 5, labels=[AUTO], author="alice", pull_request=True, body="Fixes #1")
     w.cycle(1)
     w.fake.add_comment(REPO, 5, "look at the pull request", login="alice")
     w.cycle(2)
     wait_for(lambda: body_count(w, 1, "look at the pull request") == 1, timeout=20)
-    assert "github:octo/repo#5" in w.record(1)["pullRequests"]
+    assert "github:octo/repo#5" in w.portable(1)["pullRequests"]
     w.fake.items[(REPO, 5)].merged = True
     w.fake.close(REPO, 5, by="alice")
     w.cycle(1)
@@ -934,9 +784,9 @@ def test_seed004_a_closed_pull_request_leaves_its_owners_record(world: Callable[
     assert [(e["work_item"], e["state"], e["kind"]) for e in detected] == [
         ("github:octo/repo#5", "merged", "pull-request")
     ]
-    assert "pullRequests" not in w.record(1) and "github:octo/repo#5" not in w.clocks()
+    assert "pullRequests" not in w.portable(1) and "github:octo/repo#5" not in w.clocks()
     assert [e["closed_ref"] for e in w.events("session.kept_open")] == ["github:octo/repo#5"]
-    assert w.session(1)["status"] == "active" and "ended" not in w.record(1)  # the issue's session runs on
+    assert w.session(1)["status"] == "active" and "ended" not in w.portable(1)  # the issue's session runs on
     asked = closure_questions(w, 5)
     w.cycle(1)
     assert closure_questions(w, 5) == asked  # never asked again
@@ -952,8 +802,8 @@ def logged(gh_env: LoopEnv) -> Iterator[Callable[[str], list[dict[str, Any]]]]:
     events.configure(None, "test")
 
 
-def test_r14_r15_a_failed_surface_fails_the_item_and_never_closes_it(world: Callable[..., World]) -> None:
-    w = world()
+def test_r14_r15_a_failed_surface_fails_the_item_and_never_closes_it(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
     established(w, 2, pull=True)
     cid = w.fake.add_comment(REPO, 2, "said while reviews fail", login="alice")
     w.fake.fault("GET", "/repos/octo/repo/pulls/2/reviews", status=500)
@@ -1023,8 +873,8 @@ def test_r20_r22_a_deleted_author_is_nobody_and_a_dormant_item_never_spawns(gh_e
         assert not source.inbox.pending()
 
 
-def test_r46_status_says_when_no_repository_was_polled(world: Callable[..., World]) -> None:
-    w = world(routing={"enabled": False})
+def test_r46_status_says_when_no_repository_was_polled(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", enabled=False)
     w.fake.fault("GET", "/repos/octo/repo/issues", status=502)
     w.cycle(1)
     text = w.env.run("status").stdout
@@ -1034,8 +884,8 @@ def test_r46_status_says_when_no_repository_was_polled(world: Callable[..., Worl
     assert "items_seen" not in beat and "interrupted" not in beat  # zero and empty fields are omitted
 
 
-def test_r5_an_empty_allow_list_is_warned_about_at_start(world: Callable[..., World]) -> None:
-    w = world(routing={"authorizedUsers": []})
+def test_r5_an_empty_allow_list_is_warned_about_at_start(gh_world: MakeWorld) -> None:
+    w = gh_world("poller", authorizedUsers=[])
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
     result = w.env.run("daemon", "run", "poller", "--once", timeout=60)
     assert result.returncode == 0 and "routing.authorizedUsers is empty" in result.stderr
@@ -1045,147 +895,49 @@ def test_r5_an_empty_allow_list_is_warned_about_at_start(world: Callable[..., Wo
 # ------------------------------------------- budgets spent by real failures (inbox retries on an injected clock)
 
 
-class Loop:
-    """Poll source, inbox worker and router in this process: real tmux (a private server), the fake harness, and
-    the inbox's retry clock injected, so a round of failed attempts takes no wall time."""
-
-    def __init__(self, env: LoopEnv, fake: FakeGitHub, source: Any, worker: Any, socket: str, wrapper: Path) -> None:
-        from the_loop.interfaces import ServiceContext
-
-        self.env, self.fake, self.source, self.worker, self.socket, self.wrapper = (
-            env,
-            fake,
-            source,
-            worker,
-            socket,
-            wrapper,
-        )
-        self.context = ServiceContext(config=source.config, should_stop=lambda: False)
-
-    def cycle(self) -> dict[str, Any]:
-        return dict(self.source.poll_once(self.context))
-
-    def route_round(self) -> None:
-        """What the router does with every pending entry until it settles or is abandoned (all its attempts)."""
-        for _ in range(self.worker.inbox.max_attempts):
-            self.worker.run_once()
-            self.worker.clock.now += self.worker.inbox.backoff_cap + 1  # past any backoff
-
-    def refuse_new_sessions(self, refuse: bool) -> None:
-        self.wrapper.write_text(
-            "#!/bin/sh\n"
-            + ('for arg in "$@"; do [ "$arg" = new-session ] && exit 1; done\n' if refuse else "")
-            + f'exec {self.real_tmux} "$@"\n'
-        )
-        self.wrapper.chmod(0o755)
-
-    real_tmux = ""
-
-    def session(self, number: int = 1) -> dict[str, Any] | None:
-        path = self.env.root / "local" / f"github-octo-repo-{number}.json"
-        return json.loads(path.read_text())["sessions"].get(f"github:octo/repo#{number}") if path.exists() else None
-
-    def ledger(self, number: int = 1) -> dict[str, Any]:
-        return (self.source.store.read(f"github:octo/repo#{number}") or {}).get("poll") or {}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def loop(
-    gh_env: LoopEnv, plugin_host: Any, monkeypatch: pytest.MonkeyPatch, logged: Callable[[str], list[dict[str, Any]]]
-) -> Iterator[Callable[..., Loop]]:
-    import shutil
-
-    import the_loop_github.plugin
-    from the_loop.config import load_config
-    from the_loop.inbox import Inbox
-    from the_loop.inbox.worker import InboxWorker
-    from the_loop.routing.router import Router
-    from the_loop.routing.service import inbox_handler
-    from the_loop.testing import fake_plugin
-    from the_loop_github.poll import GitHubPollSource
-
-    made: list[tuple[FakeGitHub, str]] = []
-    plugin_host.register(the_loop_github.plugin, "github")
-    plugin_host.register(fake_plugin, "fake")
-    bin_dir = gh_env.tmp / "bin"
-    bin_dir.mkdir()
-    Loop.real_tmux = shutil.which("tmux") or "tmux"
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    logs = gh_env.tmp / "harness-logs"
-    logs.mkdir()
-    (gh_env.tmp / "work").mkdir()
-    monkeypatch.setenv("FAKE_HARNESS_LOG", str(logs / "{session}.jsonl"))
-
-    def make() -> Loop:
-        fake = FakeGitHub(tokens={TOKEN: BOT}).start()
-        socket = f"the-loop-test-{secrets.token_hex(6)}"
-        made.append((fake, socket))
-        gh_env.write_config(poller_config(gh_env, fake, socket))
-        config = load_config(gh_env.config_path, plugin_host)
-        clock = Clock()
-        inbox = Inbox(config.state, completed_limit=config.core.routing.dedup_cache_size, clock=clock)
-        worker = InboxWorker(inbox, inbox_handler(Router(config)), clock=clock)
-        made_loop = Loop(gh_env, fake, GitHubPollSource(config), worker, socket, bin_dir / "tmux")
-        made_loop.refuse_new_sessions(False)
-        return made_loop
-
-    yield make
-    for fake, socket in made:
-        subprocess.run([Loop.real_tmux, "-L", socket, "kill-server"], capture_output=True, timeout=10)
-        fake.stop()
-
-
 def test_b7_real_spawn_failures_give_up_after_three_rounds_and_a_comment_rearms(
-    loop: Callable[..., Loop], logged: Callable[[str], list[dict[str, Any]]]
+    gh_world: MakeWorld,
 ) -> None:
-    w = loop()
+    w = gh_world("poller", in_process=True)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
-    w.refuse_new_sessions(True)  # tmux itself refuses: every spawn attempt fails for real
+    w.poll.refuse_new_sessions(True)  # tmux itself refuses: every spawn attempt fails for real
     for _ in range(5):
-        w.cycle()
-        w.route_round()
-    presences = [e for e in logged("dispatch.abandoned") if e["delivery_id"].startswith("poll-presence-")]
+        w.poll.cycle()
+        w.poll.route_round()
+    presences = [e for e in w.events("dispatch.abandoned") if e["delivery_id"].startswith("poll-presence-")]
     assert len(presences) == 3 and len({e["delivery_id"] for e in presences}) == 3  # three rounds, fresh ids
-    assert all(e["attempts"] == w.worker.inbox.max_attempts for e in presences)
-    assert [e["attempts"] for e in logged("poll.spawn_failed")] == [3]
+    assert all(e["attempts"] == w.poll.worker.inbox.max_attempts for e in presences)
+    assert [e["attempts"] for e in w.events("poll.spawn_failed")] == [3]
     assert w.ledger(1)["spawn"]["gaveUp"] is True and w.session(1) is None
-    w.refuse_new_sessions(False)
+    w.poll.refuse_new_sessions(False)
     w.fake.add_comment(REPO, 1, "try again please", login="alice")
-    w.cycle()
-    w.worker.run_once()
+    w.poll.cycle()
+    w.poll.worker.run_once()
     session = w.session(1)
     assert session is not None and session["status"] == "active"  # the new comment re-armed it, and it spawned
-    assert w.ledger(1)["spawn"] == {} and len(logged("poll.spawn_failed")) == 1
+    assert w.ledger(1)["spawn"] == {} and len(w.events("poll.spawn_failed")) == 1
 
 
 def test_b8_real_delivery_failures_give_up_with_one_notice_that_never_quotes(
-    loop: Callable[..., Loop], logged: Callable[[str], list[dict[str, Any]]]
+    gh_world: MakeWorld,
 ) -> None:
     from the_loop import __version__
 
-    w = loop()
+    w = gh_world("poller", in_process=True)
     w.fake.add_issue(REPO, 1, labels=[AUTO], author="alice")
-    w.cycle()
-    w.worker.run_once()
+    w.poll.cycle()
+    w.poll.worker.run_once()
     session = w.session(1)
     assert session is not None
-    subprocess.run([Loop.real_tmux, "-L", w.socket, "kill-session", "-t", f"={session['tmuxTarget']}"], check=True)
-    w.refuse_new_sessions(True)  # the session is gone and cannot be brought back
+    assert w.tmux("kill-session", "-t", f"={session['tmuxTarget']}").returncode == 0
+    w.poll.refuse_new_sessions(True)  # the session is gone and cannot be brought back
     cid = w.fake.add_comment(REPO, 1, "secret plan do not echo", login="alice")
     for _ in range(4):
-        w.cycle()
-        w.route_round()
-    failed = logged("poll.comment_failed")
+        w.poll.cycle()
+        w.poll.route_round()
+    failed = w.events("poll.comment_failed")
     assert [(e["comment_id"], e["attempts"]) for e in failed] == [(f"IC_fake{cid}", 3)]
-    assert [e["attempt"] for e in logged("poll.comment_forwarded")] == [1, 2, 3]
+    assert [e["attempt"] for e in w.events("poll.comment_forwarded")] == [1, 2, 3]
     ledger = w.ledger(1)
     assert ledger["gaveUp"] == {"comments": [f"IC_fake{cid}"], "version": __version__}
     assert f"IC_fake{cid}" in ledger["seenComments"] and ledger["commentAttempts"] == {}
@@ -1193,9 +945,9 @@ def test_b8_real_delivery_failures_give_up_with_one_notice_that_never_quotes(
     notices = [post for post in posts if f"IC_fake{cid}" in post]
     assert len(notices) == 1 and MARKER in notices[0]
     assert all("secret plan" not in post for post in posts)
-    assert len(logged("poll.giveup_reported")) == 1
-    w.cycle()
-    assert len(logged("poll.comment_failed")) == 1  # given up once, never again
+    assert len(w.events("poll.giveup_reported")) == 1
+    w.poll.cycle()
+    assert len(w.events("poll.comment_failed")) == 1  # given up once, never again
 
 
 def test_r30_issue_246_a_thread_longer_than_the_seen_cap_is_never_replayed(gh_env: LoopEnv, plugin_host: Any) -> None:
@@ -1377,12 +1129,12 @@ def test_r12_a_capped_pull_request_listing_warns_and_closes_nothing(
 
 
 def test_issue_222_a_running_poller_reads_a_repository_added_to_the_config(
-    world: Callable[..., World],
+    gh_world: MakeWorld,
 ) -> None:
-    w = world()
+    w = gh_world("poller")
     w.fake.add_issue(REPO, 1, labels=["the-loop: auto-execute"], author="alice")
     w.fake.add_issue("octo/other", 2, labels=["the-loop: auto-execute"], author="alice")
-    process = w.start()
+    process = w.start_poller()
     wait_for(lambda: any(call.path.startswith("/repos/octo/repo/issues") for call in w.fake.calls("GET")), timeout=30)
     time.sleep(1.5)  # a cycle or two more, all under the old config
     assert not [call for call in w.fake.calls("GET") if call.path.startswith("/repos/octo/other")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from the_loop_github.normalize import DEFAULT_EVENTS
 
 if TYPE_CHECKING:
     from gh_receiver import Receiver
+    from gh_world import MakeWorld
 
 PAYLOADS = [
     ("issue_comment.created", "issue_comment"),
@@ -175,54 +175,48 @@ def hostile_deliveries(draw: st.DrawFn) -> tuple[str, bytes, str, str]:
     return event, json.dumps(value).encode(), signing if not forged else "forged", marker
 
 
-def test_nothing_unsigned_forged_or_unauthorized_reaches_a_session(gh_env: Any, fake_github: Any) -> None:
+def test_nothing_unsigned_forged_or_unauthorized_reaches_a_session(gh_world: MakeWorld) -> None:
     """With routing on and a live session for #15 (started by octocat), hostile deliveries of every human event —
     strangers, look-alike logins, actor-less bodies, octocat's words unsigned or wrongly signed or claiming another
     provider — never reach the pane, run no command and spawn nothing."""
-    from gh_machine import machine_for
+    world = gh_world(spawnOnUnmatched="always", reactions={"enabled": False})
+    receiver = world.receiver
+    world.comment("the-loop start")
+    wait_for(lambda: (world.env.root / "local" / "github-octo-repo-15.json").exists(), timeout=20)
+    harness = world.harness()
+    harness.wait_ready(timeout=20)
+    world.settled()
+    markers: list[str] = []
+    counts = {"accepted": 0}
 
-    with machine_for(gh_env, fake_github) as machine:
-        receiver = machine.start(routing=True, spawnOnUnmatched="always")
-        machine.comment("the-loop start")
-        wait_for(lambda: (gh_env.root / "local" / "github-octo-repo-15.json").exists(), timeout=20)
-        harness = machine.harness()
-        harness.wait_ready(timeout=20)
-        wait_for(lambda: not machine.pending(), timeout=20)
-        markers: list[str] = []
-        counts = {"accepted": 0}
+    @settings(
+        max_examples=120,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(delivery=hostile_deliveries())
+    def check(delivery: tuple[str, bytes, str, str]) -> None:
+        event, raw, signing, marker = delivery
+        head = [f"X-GitHub-Event: {event}".encode(), f"X-GitHub-Delivery: {uuid.uuid4()}".encode()]
+        if signing != "missing":
+            head.append(b"X-Hub-Signature-256: " + signature("wrong" if signing == "wrong" else g.SECRET, raw).encode())
+        status = exchange(receiver.port, [*head, b"Content-Type: application/json"], raw)
+        assert status is not None and status < 500
+        assert status == (401 if signing in ("wrong", "missing") else 202)
+        counts["accepted"] += signing == "valid"
+        markers.append(marker)
 
-        @settings(
-            max_examples=120,
-            deadline=None,
-            database=None,
-            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-        )
-        @given(delivery=hostile_deliveries())
-        def check(delivery: tuple[str, bytes, str, str]) -> None:
-            event, raw, signing, marker = delivery
-            head = [f"X-GitHub-Event: {event}".encode(), f"X-GitHub-Delivery: {uuid.uuid4()}".encode()]
-            if signing != "missing":
-                head.append(
-                    b"X-Hub-Signature-256: " + signature("wrong" if signing == "wrong" else g.SECRET, raw).encode()
-                )
-            status = exchange(receiver.port, [*head, b"Content-Type: application/json"], raw)
-            assert status is not None and status < 500
-            assert status == (401 if signing in ("wrong", "missing") else 202)
-            counts["accepted"] += signing == "valid"
-            markers.append(marker)
-
-        check()
-        wait_for(lambda: not machine.pending(), timeout=60)
-        assert counts["accepted"] > 20  # signed strangers reached the router, not only the signature check
-        dropped = [e["reason"] for e in receiver.events("routing.dropped")]
-        assert dropped.count("unauthorized-actor") >= counts["accepted"] // 2
-        assert not [text for text in harness.submitted() if any(marker in text for marker in markers)]
-        assert len(harness.submitted()) == 1 and len(harness.records("start")) == 1  # the boot prompt, one spawn
-        record = json.loads((gh_env.root / "local" / "github-octo-repo-15.json").read_text())
-        assert record["sessions"]["github:octo/repo#15"]["status"] == "active"  # no stop, pause or cleanup ran
-        assert sorted(p.name for p in (gh_env.root / "local").glob("github-*.json")) == ["github-octo-repo-15.json"]
-        assert not receiver.events("control.command")[1:] and not receiver.events("control.rejected")
-        listed = subprocess.run(
-            ["tmux", "-L", machine.socket, "list-sessions", "-F", "#{session_name}"], capture_output=True, text=True
-        )
-        assert listed.stdout.split() == ["loop-github-octo-repo-15"]
+    check()
+    world.settled(timeout=60)
+    assert counts["accepted"] > 20  # signed strangers reached the router, not only the signature check
+    dropped = [e["reason"] for e in receiver.events("routing.dropped")]
+    assert dropped.count("unauthorized-actor") >= counts["accepted"] // 2
+    assert not [text for text in harness.submitted() if any(marker in text for marker in markers)]
+    assert len(harness.submitted()) == 1 and len(harness.records("start")) == 1  # the boot prompt, one spawn
+    record = json.loads((world.env.root / "local" / "github-octo-repo-15.json").read_text())
+    assert record["sessions"]["github:octo/repo#15"]["status"] == "active"  # no stop, pause or cleanup ran
+    assert sorted(p.name for p in (world.env.root / "local").glob("github-*.json")) == ["github-octo-repo-15.json"]
+    assert not receiver.events("control.command")[1:] and not receiver.events("control.rejected")
+    listed = world.tmux("list-sessions", "-F", "#{session_name}")
+    assert listed.stdout.split() == ["loop-github-octo-repo-15"]
