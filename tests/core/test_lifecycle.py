@@ -1053,6 +1053,7 @@ def test_l4_a_one_shot_command_runs_hookless_when_the_declaration_cannot_load(op
     started = operator.run("sessions", "start", "--work-item", REF)
     assert started.returncode == 0, started.stderr
     assert "lifecycle hooks not loaded, running without them: hook ghost" in started.stderr
+    assert f"watch: the-loop sessions attach --work-item {REF} --read-only" in started.stdout  # where to look
     failed = [e for e in operator.events() if e["event"] == "hooks.load_failed"]
     assert len(failed) == 1 and failed[0]["strict"] is False and "ghost" in failed[0]["error"]
 

@@ -162,6 +162,9 @@ def test_ttyd_listens_on_a_unix_socket_trusting_only_the_gates_header_and_checki
     ]
 
 
+REF1 = "fake:octo/repo#1"
+
+
 def _request(port: int, head: str) -> bytes:
     """Send a raw request head to the gate; what it answered first."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
@@ -218,6 +221,16 @@ def test_c30_whichever_ingress_runs_serves_the_terminal_behind_its_credential_an
         assert attach.stdout.splitlines() == [
             f"open: {terminal['login']}",
             "then, in it: tmux switch-client -t =loop-fake-octo-repo-1",
+        ]
+        from the_loop.cli.sessions._common import watch_lines  # what `sessions start` prints after a start
+        from the_loop.config import load_config
+        from the_loop.refs import parse_ref
+        from the_loop.testing.host import TestHost
+
+        shown = watch_lines(load_config(env.config_path, TestHost.create(load_entrypoints=False)), parse_ref(REF1))
+        assert shown == [
+            f"watch: the-loop sessions attach --work-item {REF1} --read-only",
+            f"in a browser: {base}/ (log in with the-loop sessions attach --web --work-item {REF1})",
         ]
 
         with httpx.Client(base_url=base, timeout=5) as operator:
