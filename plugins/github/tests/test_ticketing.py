@@ -196,7 +196,9 @@ def test_no_token_is_a_clear_error(
     monkeypatch.setenv("GITHUB_TOKEN", "  ")  # blank counts as unset
     with pytest.raises(TokenMissing) as caught:
         provider.post_comment(ISSUE, "x")
-    assert str(caught.value) == "no GitHub token: set GH_TOKEN or GITHUB_TOKEN (integrations.github.api.tokenEnv)"
+    assert str(caught.value) == (
+        "no GitHub token: set GH_TOKEN or GITHUB_TOKEN (integrations.github.api.tokenEnv), or log in with gh auth login"
+    )
     assert provider.item_state(ISSUE) == "unknown"  # an unavailable check keeps the ref
     ticketing._warned_no_token.clear()
     provider.react({"kind": "issue", "repository": "octo/repo", "id": "15"}, "eyes")
