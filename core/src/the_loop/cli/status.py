@@ -46,7 +46,10 @@ def status(ctx: click.Context, output_format: str) -> None:
 
     application = app(ctx)
     path = None if _host_given() else cache.cache_file("status")
-    inputs = remembered(application, path) or computed(application, path)
+    # One key, taken before anything is read: a file edited while status reads it is stored under its old stamp,
+    # so the next run reads it again.
+    key = _key(application.config_ref()) if path is not None else ""
+    inputs = remembered(path, key) or computed(application, path, key)
     report = services.status_report(inputs)
     if output_format == "json":
         print_json(report)
@@ -56,8 +59,9 @@ def status(ctx: click.Context, output_format: str) -> None:
     sys.exit(0 if report["ok"] else 1)
 
 
-def computed(application: AppContext, path: str | None) -> StatusInputs:
-    """The inputs from the whole config and every plugin, kept in ``path`` for the next run when they may be."""
+def computed(application: AppContext, path: str | None, key: str) -> StatusInputs:
+    """The inputs from the whole config and every plugin, kept in ``path`` under ``key`` for the next run when
+    they may be."""
     from the_loop.daemon.services import StatusInputs
 
     config = application.config()  # prints the config's warnings
@@ -74,17 +78,16 @@ def computed(application: AppContext, path: str | None) -> StatusInputs:
             "pidfiles": _pidfiles(inputs.state.root),
             "sources": cache.module_sources(packages),
         }
-        cache.write(path, _key(config.ref), payload)
+        cache.write(path, key, payload)
     return inputs
 
 
-def remembered(application: AppContext, path: str | None) -> StatusInputs | None:
-    """The inputs an earlier run kept in ``path`` when its key still holds and every enabled service is running
-    (else their problems are wanted, which only the whole config can say); None otherwise."""
+def remembered(path: str | None, key: str) -> StatusInputs | None:
+    """The inputs an earlier run kept in ``path`` under ``key`` when every enabled service is running (else their
+    problems are wanted, which only the whole config can say); None otherwise."""
     if path is None:
         return None
-    ref = application.config_ref()
-    payload = cache.read(path, _key(ref))
+    payload = cache.read(path, key)
     try:
         inputs = _load(payload["inputs"])
         fresh = (
