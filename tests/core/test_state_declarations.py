@@ -284,7 +284,11 @@ def test_s3_docs_tables_equal_the_declarations(shipped: PluginHost) -> None:
     text = DOC.read_text(encoding="utf-8")
     paths = [(f"`{p.path}`", "portable" if p.portable else "local", p.holds, p.why) for p in shipped.state_paths()]
     assert markdown_table(text, "| Path | Travels | Holds | Why |") == paths
-    files = {"portable": "`portable/<slug>.json`", "local": "`local/<slug>.json`"}
+    files = {
+        "repository": "`docs/specs/<id>/work-item-state.json`",
+        "portable": "`portable/<slug>.json`",
+        "local": "`local/<slug>.json`",
+    }
     attributes = [(files[a.file], f"`{a.key}`", a.kind, a.holds) for a in shipped.record_attributes()]
     assert markdown_table(text, "| File | Key | Kind | Holds |") == attributes
 

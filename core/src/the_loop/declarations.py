@@ -69,15 +69,18 @@ class GeneratedPath:
     owner: str = "core"
 
 
-AttributeKind = Literal["workspace-entity", "operator-ledger", "machine-handle", "derived"]
+AttributeKind = Literal[
+    "pointer", "human-decision", "repository-entity", "workspace-entity", "operator-ledger", "machine-handle", "derived"
+]
 
 
 @dataclass(frozen=True)
 class Attribute:
-    """One top-level key of a per-work-item record. ``file`` is ``"portable"`` (``portable/<slug>.json``, the
-    operator's file) or ``"local"`` (``local/<slug>.json``, this machine's)."""
+    """One top-level key of a per-work-item record. ``file`` is ``"repository"`` (``docs/specs/<id>/
+    work-item-state.json`` in the work item's checkout, the one a reviewer sees), ``"portable"``
+    (``portable/<slug>.json``, the operator's file) or ``"local"`` (``local/<slug>.json``, this machine's)."""
 
-    file: Literal["portable", "local"]
+    file: Literal["repository", "portable", "local"]
     key: str
     kind: AttributeKind
     holds: str

@@ -182,6 +182,24 @@ class HarnessPluginsSection(Section):
     marketplace_repo: str = Field("MadaraUchiha-314/the-loop", pattern=r"^$|^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
 
 
+class StartGateSection(Section):
+    # New key (the reference's start gate is the process graph's first node; only that gate is built): park an
+    # armed work item before its first session until an authorized person chooses its model, effort, sessions per
+    # pull request and repositories.
+    enabled: bool = False
+
+
+class GraphSection(Section):
+    spec_dir: str = Field("docs/specs", pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+
+    @field_validator("spec_dir")
+    @classmethod
+    def _inside_the_checkout(cls, value: str) -> str:
+        if any(part == ".." for part in value.split("/")):
+            raise ValueError(f"{value!r} leaves the checkout: give a path inside the repository")
+        return value
+
+
 class InteractionSection(Section):
     # Every mode but `cli` is unattended: the harness gets its unattended arguments (nobody answers its questions
     # in the terminal). An unknown value means `work-item`, as in the reference.
@@ -219,6 +237,8 @@ class RoutingSection(Section):
     interaction: InteractionSection = InteractionSection()
     reactions: ReactionsSection = ReactionsSection()
     announce: AnnounceSection = AnnounceSection()
+    start_gate: StartGateSection = StartGateSection()
+    graph: GraphSection = GraphSection()
 
 
 _LOCAL_ONLY = {"executor", "with", "with_"}  # HookEntry keys by alias and by name
@@ -259,6 +279,8 @@ class CoreConfig(Section):
     env: EnvSection = EnvSection()
     event_log: EventLogSection = EventLogSection()
     repositories: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    effort: list[str] = Field(default_factory=list)
     webhooks: WebhooksSection = WebhooksSection()
     polling: PollingSection = PollingSection()
     routing: RoutingSection = RoutingSection()

@@ -171,6 +171,16 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
 )
 
 ATTRIBUTES: tuple[Attribute, ...] = (
+    Attribute("repository", "version", "derived", "the file's shape (1)"),
+    Attribute("repository", "workItem", "pointer", "which work item this is; a file naming another is ignored"),
+    Attribute("repository", "phase", "pointer", "phase-selection while parked at the start gate, then work"),
+    Attribute("repository", "parked", "pointer", "the gate it waits at, why, since when, and the checklist posted"),
+    Attribute("repository", "decisions", "human-decision", "each gate's outcome: the choices, who, how, when"),
+    Attribute("repository", "sessionPerPr", "human-decision", "how many sessions its pull requests get"),
+    Attribute("repository", "model", "human-decision", "the model it runs on (one the operator declares)"),
+    Attribute("repository", "effort", "human-decision", "the effort it runs at (one the operator declares)"),
+    Attribute("repository", "repos", "human-decision", "the repositories it contributes to (within repositories)"),
+    Attribute("repository", "pullRequests", "repository-entity", "each pull request a session said delivers it"),
     Attribute("portable", "ref", "derived", "the work item's identity; the file name is derived from it"),
     Attribute("portable", "url", "derived", "the work item's page, derived from the ref when it can be"),
     Attribute("portable", "sealed", "derived", "an upgrade tombstone: the legacy tree must not resurrect it"),
@@ -190,6 +200,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
 
 # Which kinds may live in which file: a machine handle must never reach a tracked file.
 ATTRIBUTE_KINDS: dict[str, set[str]] = {
+    "repository": {"pointer", "human-decision", "repository-entity", "derived"},
     "portable": {"workspace-entity", "operator-ledger", "derived"},
     "local": {"machine-handle", "derived"},
 }
