@@ -1,4 +1,4 @@
-"""Control keywords: ``the-loop start|stop|pause|resume|cleanup`` typed on a ticket.
+"""Control keywords: ``the-loop start|stop|pause|resume|cleanup|choose`` typed on a ticket.
 
 Parsing is anchored (A §2.6 C2): case-insensitive; the comment, after leading whitespace, must open with a keyword,
 and further keywords count only at the start of a line; a keyword must not run on into ``[\\w:-]``. Prose, quotes
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
-COMMANDS = ("start", "stop", "pause", "resume", "cleanup")
+COMMANDS = ("start", "stop", "pause", "resume", "cleanup", "choose")
 
 
 def keywords(configured: Mapping[str, str]) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Control commands in a comment (``start``, ``pause``, ``resume``, ``stop``, ``cleanup``), executed for the router.
+"""Control commands in a comment (``start``, ``pause``, ``resume``, ``stop``, ``cleanup``, ``choose``), executed for
+the router.
 
 A command is executed in the work item's turn and never forwarded into the session: it is recorded in the portable
 ``control`` section and acted on (a spawn, a session status, a close, a cleanup), and one ``control.command`` or
@@ -27,6 +28,8 @@ REMEDIES = {
     "nothing-to-resume": "there is nothing to resume: this work item's session is not paused. To begin work, comment "
     "the start command instead.",
     "input-refused": "a lifecycle hook of this installation refused it. Ask the operator, or try again later.",
+    "no-checkout": "this work item has no checkout on this machine to record the choice in yet. Put the choice on the "
+    "start comment instead (`the-loop start model=…`).",
 }
 
 
@@ -65,16 +68,21 @@ def execute(
     record = registry.load(str(target))
     own = record.own if record else None
     live = own is not None and own.live
+    if command == "choose":
+        return _choose(config, event, target, live, spawn)
     if command == "start":
         if not live:
             refusal = control.arming_refusal(config, target, event.labels)
             if refusal is not None:
                 return _rejected(config, event, target, command, "spawn-policy")
         control.record(config, target, "start", source="comment", actor=actor, note=event.url)
+        _remember_choices(config, event, target)
         if live:
             effect = "resumed" if control.set_session_status(config, target, "active") else "noop"
             return _executed(event, target, command, effect)
         outcome = spawn()
+        if outcome.reason == "spawn-deferred":  # armed, and waiting at the start gate for a choice
+            return _executed(event, target, command, "parked")
         if not outcome.ok:
             return outcome
         return _executed(event, target, command, "started")
@@ -99,6 +107,49 @@ def execute(
 
     report = closing.cleanup(config, target, actor=actor, source="comment")
     return _executed(event, target, command, _cleanup_effect(report))
+
+
+def _remember_choices(config: LoadedConfig, event: InboundEvent, target: WorkItemRef) -> None:
+    """``the-loop start model=opus …``: the armer's choices, kept for the first spawn (an invalid one is dropped
+    there, re-validated like every choice)."""
+    from the_loop.sessions import gate
+
+    chosen = gate.arguments(gate.keyword_line(event.body or ""))
+    if chosen:
+        actor = event.actor
+        gate.remember(config, target, chosen, by=actor.id if actor else "", provider=actor.provider if actor else "")
+
+
+def _choose(
+    config: LoadedConfig, event: InboundEvent, target: WorkItemRef, live: bool, spawn: Callable[[], Outcome]
+) -> Outcome:
+    """``the-loop choose …`` (or the gate's checklist, ticked): freeze the choices; a parked, armed item then gets
+    its first session, carrying them. A live session takes them at its next respawn."""
+    from the_loop.sessions import choices, gate
+
+    reply = gate.parse_reply(config, event.body or "")
+    if reply.errors:
+        _rejected(config, event, target, "choose", "bad-choice")
+        text = "the-loop did not record this choice: " + "; ".join(reply.errors) + "."
+        control.explain_refusal(config, target, "bad-choice", text)
+        return Outcome("dropped", reason="rejected", error="bad-choice")
+    actor = event.actor
+    state = choices.current(config, target)
+    frozen = gate.freeze(
+        config,
+        target,
+        reply.choices,
+        by=actor.id if actor else "",
+        provider=actor.provider if actor else "",
+        source="comment",
+        url=event.url,
+    )
+    if frozen is None:
+        return _rejected(config, event, target, "choose", "no-checkout")
+    if state.parked and not live and control.recorded(config, target) == "start":
+        outcome = spawn()
+        return outcome if not outcome.ok else _executed(event, target, "choose", "started")
+    return _executed(event, target, "choose", "recorded" if not live else "recorded-for-next-respawn")
 
 
 def _executed(event: InboundEvent, target: WorkItemRef, command: str, effect: str) -> Outcome:

@@ -24,6 +24,7 @@ from the_loop.control import principals
 from the_loop.models import InboundEvent, WorkEvent
 from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.routing import commands, replies
+from the_loop.sessions import gate
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.sessions.prompts import load_template, render_event_prompt, render_excerpt
 from the_loop.state.registry import SessionRegistry
@@ -109,6 +110,8 @@ class Router:
                     reopened = parse_ref(event.entity or str(target))
                     closing.work_item_reopened(self.config, reopened, actor=_actor(event), source=event.transport)
             parsed = control.parse(event.body, self.config.core.routing.control.keywords)
+            if parsed.command is None and gate.is_ticked_reply(event.body) and gate.is_parked(self.config, target):
+                parsed = control.ControlParse("choose", ("choose",))  # the start gate's checklist, ticked
             if parsed.ambiguous:
                 events.emit(
                     "control.ambiguous",

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from the_loop import events
-from the_loop.config import harness_args
 from the_loop.hooks import lifecycle
 from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
+from the_loop.sessions import choices, gate
 from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir
 from the_loop.sessions.launch import Launcher
 from the_loop.sessions.outcomes import Outcome, drop, fail, name_taken, not_started, session_fields
@@ -38,6 +38,8 @@ from the_loop.state.store import provider_url
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
+    from the_loop.sessions.models import Resolved
+    from the_loop.state.work_item_state import WorkItemState
 
 
 class Dispatcher:
@@ -221,11 +223,14 @@ class Dispatcher:
         text = cap(spawn.prompt, BOOT_PROMPT_CAP)  # the boot prompt is one argv word: tmux refuses ~16 KB
         session_id = endpoint.harness_session_id
         resumed = False
-        recorded = Launch(text, session_id, Path(cwd), harness_args(self.config, adapter.name))
+        chosen = self._choice(event.work_item, adapter, Path(cwd) if endpoint_ref == event.work_item else None)
+        recorded = Launch(text, session_id, Path(cwd), tuple(chosen.args))
         why_not = launcher.why_not_resume(adapter, recorded)
         last_lines: list[str] = []
         if not why_not:
-            result = launcher.launch(event.work_item, adapter, target, cwd, session_id, text, resume=True)
+            result = launcher.launch(
+                event.work_item, adapter, target, cwd, session_id, text, resume=True, args=chosen.args
+            )
             if isinstance(result, SpawnResult):
                 return self._occupied(event, adapter, target, text, result)
             resumed = result is None
@@ -244,7 +249,9 @@ class Dispatcher:
             # A fresh conversation at once, with this event as its boot prompt; the fresh spawn clears a dead
             # resume pane and verifies it (never a live one).
             session_id = str(uuid.uuid4())
-            result = launcher.launch(event.work_item, adapter, target, cwd, session_id, text, resume=False)
+            result = launcher.launch(
+                event.work_item, adapter, target, cwd, session_id, text, resume=False, args=chosen.args
+            )
             if isinstance(result, SpawnResult):
                 return self._occupied(event, adapter, target, text, result)
             if result is not None:
@@ -258,6 +265,7 @@ class Dispatcher:
             current.cwd = cwd
             current.status = "active"
             current.last_event_at = now_iso()
+            current.model, current.effort, current.harness_args = chosen.model, chosen.effort, list(chosen.args)
             current.remember(event.delivery_id)
             record.sessions[endpoint_ref] = current
 
@@ -314,6 +322,10 @@ class Dispatcher:
             cwd = workspace.spawn_cwd(self.config, ref).path
         except workspace.WorkspaceError as exc:
             return fail(event, f"workspace: {exc}", will_retry=exc.transient, spawn_failed=adapter.name)
+        state = gate.before_first_spawn(self.config, ref, cwd)
+        if gate.parks(self.config, state):  # no session until an authorized person answers the start gate
+            gate.park(self.config, ref, cwd, state, delivery_id=event.delivery_id)
+            return drop(event, "spawn-deferred", detail="parked at the start gate")
         url = provider_url(ref, self.config) or ""
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
         prompt = render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
@@ -330,8 +342,10 @@ class Dispatcher:
                 event, "hook-refused", "start a session", spawn.reason, target=target, harness=adapter.name
             )
         prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
-        args = harness_args(self.config, adapter.name)
-        result = self._launcher().launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False)
+        chosen = self._choice(event.work_item, adapter, cwd, state)
+        args = chosen.args
+        launcher = self._launcher()
+        result = launcher.launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False, args=args)
         if isinstance(result, SpawnResult):
             return fail(event, result.remedy, will_retry=False, tmux_target=target, spawn_failed=adapter.name)
         if result is not None:
@@ -346,6 +360,8 @@ class Dispatcher:
                 created_at=now_iso(),
                 last_event_at=now_iso(),
                 tmux_target=target,
+                model=chosen.model,
+                effort=chosen.effort,
                 harness_args=list(args),
                 recent_deliveries=[event.delivery_id],
             )
@@ -354,12 +370,27 @@ class Dispatcher:
         events.emit(
             "session.spawned",
             harness_args=list(args) or None,
+            model=chosen.model or None,
+            effort=chosen.effort or None,
             **session_fields(event, adapter.name, session_id, target),
         )
         spawned = lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)
         if spawned.announce and self.routing.announce.enabled:
             self._announce(event.work_item, adapter.name, target)
         return Outcome("spawned", tmux_target=target)
+
+    def _choice(
+        self, work_item: str, adapter: HarnessAdapter, checkout: Path | None, state: WorkItemState | None = None
+    ) -> Resolved:
+        """The launch arguments the work item's choice resolves to now: the harness's own, then the model's, then
+        the effort's, each re-validated (a dropped one is said out loud, ``session.model_refused``)."""
+        from the_loop.sessions import models
+
+        if state is None:
+            state = choices.current(self.config, parse_ref(work_item), checkout)
+        resolved = models.resolve(self.config, adapter, state.model, state.effort)
+        models.emit_refusals(work_item, adapter.name, resolved)
+        return resolved
 
     def _disarmed_by(self, event: WorkEvent) -> str:
         """The recorded control command that disarms the item (stop, cleanup; see the_loop.sessions.closing), or ""."""

@@ -10,6 +10,7 @@ outcome: those stay the dispatcher's.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,15 +56,17 @@ class Launcher:
         prompt: str,
         *,
         resume: bool,
+        args: Sequence[str] | None = None,
     ) -> NotStarted | SpawnResult | None:
         """Prepare and start the harness in ``target``, then wait until it is ready for input. None when it is;
         :class:`NotStarted` when it did not start or never became ready; the :class:`SpawnResult` when the name
-        is held by another occupant (nothing was started)."""
+        is held by another occupant (nothing was started). ``args``: the harness's arguments as resolved for this
+        work item (its own, then the model's, then the effort's); its own alone when not given."""
         held = self.held_by_another(work_item, target)
         if held:
             return held
-        args = harness_args(self.config, adapter.name)
-        launch = Launch(prompt=prompt, session_id=session_id, cwd=Path(cwd), args=args)
+        launch_args = tuple(args) if args is not None else harness_args(self.config, adapter.name)
+        launch = Launch(prompt=prompt, session_id=session_id, cwd=Path(cwd), args=launch_args)
         self._prepare(work_item, adapter, Path(cwd))
         try:
             argv = launch_argv(adapter, launch, resume=resume)
