@@ -275,12 +275,12 @@ class CoreConfig(Section):
     def _choices(cls, value: list[str], info: ValidationInfo) -> list[str]:
         import re
 
-        what = "model" if info.field_name == "models" else "effort level"
+        what = "model name" if info.field_name == "models" else "effort level"
         seen: set[str] = set()
         for entry in value:
             if not re.match(_CHOICE, entry):
                 raise ValueError(
-                    f"{entry!r} is not a {what} name: letters, digits and . _ : [ ] -, not starting with '-'"
+                    f"{entry!r} is not a valid {what}: letters, digits and . _ : [ ] -, not starting with '-'"
                 )
             if entry in seen:
                 raise ValueError(f"{entry!r} is declared twice")
