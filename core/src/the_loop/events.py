@@ -72,6 +72,14 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("inbox.quarantined", "an inbox entry that did not parse was moved aside, never handled"),
     _t("session.spawned", "a work item's first session started in tmux"),
     _t("session.spawn_failed", "a session could not be started (harness, binary, occupied name, tmux)"),
+    _t(
+        "session.model_refused",
+        "a spawn left a chosen model or effort out (kind, name, reason: undeclared, unsupported, refused) and "
+        "launched with the harness's own arguments",
+    ),
+    _t(
+        "models.checked", "models check measured or kept each harness's verdicts (measured, kept; ok, refused, unknown)"
+    ),
     _t("session.respawned", "a crashed or missing session was started again (resumed says if the conversation was)"),
     _t("session.respawn_averted", "a respawn found the session live and delivered into it instead"),
     _t(

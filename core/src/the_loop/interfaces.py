@@ -25,6 +25,7 @@ __all__ = [
     "Channel",
     "ChannelError",
     "ChannelMessage",
+    "ChoiceKind",
     "CommandSpec",
     "Config",
     "ConfigSection",
@@ -44,6 +45,7 @@ __all__ = [
     "SetupResult",
     "SetupSpec",
     "TicketProvider",
+    "Verdict",
     "WebhookIngress",
     "WebhookResponse",
 ]
@@ -417,6 +419,11 @@ class Capabilities:
     can_resume: bool
 
 
+# What a work item may choose (the top-level ``models`` and ``effort`` lists), and what a harness on this machine
+# answers about one name: it takes it, it refuses it, or it could not be asked (offerable: nothing is withheld).
+ChoiceKind = Literal["model", "effort"]
+Verdict = Literal["ok", "refused", "unknown"]
+
 # Given a way to read the pane's visible text (a tmux call, made only when asked): has the harness taken its boot
 # prompt and is it reading input?
 ReadyCheck = Callable[[Callable[[], str]], bool]
@@ -481,3 +488,24 @@ class HarnessAdapter(abc.ABC):
         """What stops the harness from running on this machine (its program missing or failing to start), each
         with its remedy. Asked by ``the-loop init``; none by default."""
         return []
+
+    def model_args(self, model: str) -> list[str] | None:
+        """This harness's own arguments that select ``model`` (a name from the top-level ``models`` list, in the
+        provider's naming), placed after ``routing.harnessArgs`` and before the effort's. None: this harness takes
+        no model choice, and a work item that chose one runs without it (``session.model_refused``, reason
+        ``unsupported``). The default takes none."""
+        return None
+
+    def effort_args(self, effort: str) -> list[str] | None:
+        """This harness's own arguments that select effort level ``effort`` (from the top-level ``effort`` list),
+        placed after the model's. None: this harness takes no effort choice. The default takes none."""
+        return None
+
+    def check_choice(self, kind: ChoiceKind, name: str) -> Verdict:
+        """Whether this machine's harness accepts model or effort ``name`` with the arguments the mapping gives:
+        ``ok``, ``refused``, or ``unknown`` when it could not be asked (no binary, no credentials, unreachable).
+        Asked by ``the-loop models check``, never at spawn; it must not spend tokens (list what the harness
+        offers, read its help) and should answer within seconds. ``unknown`` withholds nothing, ``refused`` makes
+        spawns leave the name out. The default: ``refused`` when the mapping is None, else ``unknown``."""
+        args = self.model_args(name) if kind == "model" else self.effort_args(name)
+        return "refused" if args is None else "unknown"

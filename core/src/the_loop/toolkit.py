@@ -31,6 +31,7 @@ EXPORTS: dict[str, str] = {
     "workspace": "the_loop.sessions.workspace",
     "HarnessError": "the_loop.sessions.harness:HarnessError",
     "harness_args": "the_loop.config:harness_args",
+    "harness_environ": "the_loop.sessions.harness:harness_environ",
     "harness_findings": "the_loop.sessions.harness:harness_findings",
     "valid_session_id": "the_loop.sessions.harness:valid_session_id",
     "unframed": "the_loop.sessions.tmux:unframed",
@@ -66,7 +67,12 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
     from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due  # noqa: F401
     from the_loop.ingress.signing import signed_by  # noqa: F401
     from the_loop.sessions import closing, workspace  # noqa: F401
-    from the_loop.sessions.harness import HarnessError, harness_findings, valid_session_id  # noqa: F401
+    from the_loop.sessions.harness import (  # noqa: F401
+        HarnessError,
+        harness_environ,
+        harness_findings,
+        valid_session_id,
+    )
     from the_loop.sessions.tmux import unframed  # noqa: F401
     from the_loop.state import (  # noqa: F401
         Corrupt,

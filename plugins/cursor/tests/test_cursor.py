@@ -139,3 +139,11 @@ def test_r10_a_routing_service_refuses_to_start_with_cursor_as_the_default_harne
     assert "Traceback" not in result.stderr
     [failed] = [e for e in loop_env.events() if e["event"] == "daemon.failed"]
     assert failed["service"] == "poller" and "'cursor'" in failed["problems"][0]
+
+
+def test_a_model_is_passed_as_cursor_agents_model_option_and_no_effort_is_taken() -> None:
+    adapter = CursorAdapter(None)  # type: ignore[arg-type]
+    assert adapter.model_args("gpt-5") == ["--model", "gpt-5"]
+    assert adapter.effort_args("high") is None
+    # Nothing offline lists cursor's models: an unmeasured model is offerable, an effort it has no option for is not.
+    assert (adapter.check_choice("model", "gpt-5"), adapter.check_choice("effort", "high")) == ("unknown", "refused")

@@ -67,6 +67,14 @@ CORE_COMMANDS: dict[str, Any] = {
             "Release a finished work item's tmux sessions, checkout and local record.",
         ),
     },
+    "models": {
+        "_help": "Which declared models and effort levels this machine's harnesses accept.",
+        "list": (
+            "the_loop.cli.models.list:list_models",
+            "Show declared models and efforts with each harness's verdict.",
+        ),
+        "check": ("the_loop.cli.models.check:check", "Measure which declared models and efforts each harness accepts."),
+    },
     "channels": {"_help": "Conversation channels (commands come from channel plugins)."},
     "doctor": {"_help": "Check whether an integration's configuration is usable (commands come from plugins)."},
     "hooks": ("the_loop.cli.hooks:hooks", "Show the declared lifecycle hooks and the points they run at."),

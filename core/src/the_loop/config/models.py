@@ -16,6 +16,8 @@ from the_loop.state import DEFAULT_STATE_ROOT
 
 _REPOSITORY = r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d+)?/)?[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# A declared model or effort name: one argv word a harness's option can take, never one that reads as an option.
+_CHOICE = r"^[A-Za-z0-9._:\[\]][A-Za-z0-9._:\[\]-]*$"
 
 
 class Section(BaseModel):
@@ -285,6 +287,27 @@ class CoreConfig(Section):
     polling: PollingSection = PollingSection()
     routing: RoutingSection = RoutingSection()
     hooks: list[HookEntry] = Field(default_factory=list)
+    # Provider-named models and effort levels a work item may choose (issue-358), with no harness attached: each
+    # harness adapter maps a name to its own arguments, and `the-loop models check` measures which it accepts.
+    models: list[str] = Field(default_factory=list)
+    effort: list[str] = Field(default_factory=list)
+
+    @field_validator("models", "effort")
+    @classmethod
+    def _choices(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        import re
+
+        what = "model name" if info.field_name == "models" else "effort level"
+        seen: set[str] = set()
+        for entry in value:
+            if not re.match(_CHOICE, entry):
+                raise ValueError(
+                    f"{entry!r} is not a valid {what}: letters, digits and . _ : [ ] -, not starting with '-'"
+                )
+            if entry in seen:
+                raise ValueError(f"{entry!r} is declared twice")
+            seen.add(entry)
+        return value
 
     @field_validator("repositories")
     @classmethod

@@ -67,6 +67,23 @@ def harness_findings(config: LoadedConfig) -> list[Finding]:
     return list(config.host.harnesses()[config.core.routing.default_harness](config).problems())
 
 
+def harness_environ(config: LoadedConfig, adapter: HarnessAdapter) -> dict[str, str]:
+    """The environment a pane of ``adapter`` would get from this process: ours, less every name core strips from
+    a harness (the built-in credential names, the config's secrets, ``env.file``'s names not passed through by
+    ``env.sessionPassthrough``), plus the adapter's :meth:`~the_loop.interfaces.HarnessAdapter.session_env`. For an
+    adapter that asks its provider something on the session's behalf (``models check``): it then uses the
+    credentials and endpoint the session would, and no other."""
+    import os
+
+    from the_loop.config import session_withheld_env
+    from the_loop.sessions.tmux import CREDENTIAL_ENV_NAMES
+
+    withheld = {*CREDENTIAL_ENV_NAMES, *session_withheld_env(config)}
+    env = {name: value for name, value in os.environ.items() if name not in withheld}
+    env.update({name: value for name, value in adapter.session_env().items() if name not in withheld})
+    return env
+
+
 def launch_argv(adapter: HarnessAdapter, launch: Launch, *, resume: bool) -> list[str]:
     """The adapter's argv, checked: its binary is on PATH and the prompt is its last element."""
     if not valid_session_id(launch.session_id) or not adapter.accepts_session_id(launch.session_id):

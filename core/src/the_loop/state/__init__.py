@@ -127,6 +127,14 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "clock readings of a poller on this machine; elsewhere they would date a process that is not there",
     ),
     GeneratedPath(
+        "local/model-verdicts.json",
+        False,
+        "per harness, model or effort name: whether this machine's harness accepts it (ok, refused, unknown), the "
+        "digest of the argv it was measured with and when (the-loop models check)",
+        "a fact about this box's harness installation and this account's model access, not about the work; "
+        "re-measured in seconds",
+    ),
+    GeneratedPath(
         "logs/events.jsonl",
         False,
         "the decision trail: one JSON object per decision, drops with a machine-readable reason",
@@ -256,6 +264,11 @@ class StateLayout:
     @property
     def index_cache_path(self) -> Path:
         return self.root / "local" / "index-cache.json"
+
+    @property
+    def model_verdicts_path(self) -> Path:
+        """What this machine's harnesses accept of the declared models and efforts (``the-loop models check``)."""
+        return self.root / "local" / "model-verdicts.json"
 
     @property
     def inbox_dir(self) -> Path:

@@ -7,6 +7,9 @@ Register it in a test host (``plugin_host.register(fake_plugin, "fake")``) or in
 - ``FAKE_HARNESS_LOG`` — where the fake harness logs what it receives (passed as ``--log``; ``{session}`` in it is
   replaced by the conversation id, one log per conversation);
 - ``FAKE_HARNESS_PYTHON`` — the interpreter that runs the fake (a missing path makes the binary "not on PATH");
+- ``FAKE_HARNESS_MODELS``, ``FAKE_HARNESS_EFFORTS`` — comma-separated names the fake harness accepts (``--model``,
+  ``--effort``): the adapter's ``check_choice`` answers ``ok`` for a listed name, ``refused`` for another, and
+  ``unknown`` while the variable is unset;
 - ``FAKE_TICKETS`` — a JSON file ``{"items": {ref: {"labels": [...], "state": "open", "comments": [...]}}}`` the fake
   ticket provider reads labels and state from and appends posted comments to.
 """
@@ -20,7 +23,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from the_loop import hookimpl
-from the_loop.interfaces import Capabilities, HarnessAdapter, Launch, ReadyCheck, TicketProvider
+from the_loop.interfaces import (
+    Capabilities,
+    ChoiceKind,
+    HarnessAdapter,
+    Launch,
+    ReadyCheck,
+    TicketProvider,
+    Verdict,
+)
 from the_loop.refs import WorkItemRef
 from the_loop.testing.harness import PROMPT, fake_harness_argv
 
@@ -55,6 +66,18 @@ class FakeAdapter(HarnessAdapter):
         transcript); without it there is nothing to ask and a resume is tried."""
         state = os.environ.get("FAKE_HARNESS_STATE")
         return (Path(state) / launch.session_id).exists() if state else True
+
+    def model_args(self, model: str) -> list[str] | None:
+        return ["--model", model]
+
+    def effort_args(self, effort: str) -> list[str] | None:
+        return ["--effort", effort]
+
+    def check_choice(self, kind: ChoiceKind, name: str) -> Verdict:
+        accepted = os.environ.get("FAKE_HARNESS_MODELS" if kind == "model" else "FAKE_HARNESS_EFFORTS")
+        if accepted is None:
+            return "unknown"
+        return "ok" if name in [word.strip() for word in accepted.split(",")] else "refused"
 
     def prepare(self, cwd: Path) -> list[str]:
         marker = os.environ.get("FAKE_HARNESS_PREPARED")

@@ -4,8 +4,9 @@ It behaves like an interactive coding agent as far as tmux can tell: it puts its
 bracketed paste (``ESC[?2004h``), shows a prompt line, and reads keystrokes. Everything it sees is appended to a JSONL
 log (``--log PATH`` or ``$FAKE_HARNESS_LOG``), one object per line with a ``kind``:
 
-- ``start`` — argv, cwd, pid, mode (``fresh``/``resume``), session id, ``THE_LOOP_*`` values and which credential
-  names are present in its environment (names only, never values);
+- ``start`` — argv, cwd, pid, mode (``fresh``/``resume``), session id, the ``--model`` and ``--effort`` it was given
+  (null when none), ``THE_LOOP_*`` values and which credential names are present in its environment (names only,
+  never values);
 - ``ready`` — raw mode and bracketed paste are on, the prompt is drawn;
 - ``paste`` — the text of one bracketed paste (a CR inside it restored to LF);
 - ``control`` — a control byte arrived (``byte``); Ctrl-A and Ctrl-U act as they do in Claude Code's input line
@@ -268,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
         pid=os.getpid(),
         mode="resume" if resume else "fresh",
         session_id=session_id,
+        model=flags.get("--model"),
+        effort=flags.get("--effort"),
         env={k: v for k, v in env.items() if k.startswith("THE_LOOP_") and k not in CREDENTIAL_NAMES},
         credentials_present=[name for name in CREDENTIAL_NAMES if name in env],
     )

@@ -2,12 +2,15 @@
 
 Conversation ids are UUIDs (Claude Code's ``--session-id`` takes nothing else; ``--resume`` with another word opens
 an interactive picker). A conversation exists when its transcript does, and a session is ready once its transcript
-holds the new prompt (:mod:`the_loop_claude.transcript`).
+holds the new prompt (:mod:`the_loop_claude.transcript`). A model is chosen with ``--model <name>`` and an effort
+level with ``--effort <level>``; whether this machine's Claude Code takes them is measured without spending a token
+(:mod:`the_loop_claude.choices`).
 
 Argv shape (no shell anywhere; core passes it to tmux as separate words)::
 
-    <binary> --session-id <id> <routing.harnessArgs.claude…> [--disallowedTools=AskUserQuestion] -- <prompt>
-    <binary> --resume <id>     <routing.harnessArgs.claude…> [--disallowedTools=AskUserQuestion] -- <prompt>
+    <binary> --session-id <id> <routing.harnessArgs.claude…> [--model <m>] [--effort <e>]
+             [--disallowedTools=AskUserQuestion] -- <prompt>
+    <binary> --resume <id>     <the same>
 
 The prompt is one argv element and the last one. The ``--`` before it ends option parsing, so a prompt that starts
 with ``-`` (a Markdown list, an event quoting a flag) is never read as an option and a variadic option in
@@ -16,6 +19,7 @@ with ``-`` (a Markdown list, an event quoting a flag) is never read as an option
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -23,7 +27,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from the_loop.interfaces import Capabilities, Finding, HarnessAdapter, Launch, ReadyCheck
+from the_loop.interfaces import Capabilities, ChoiceKind, Finding, HarnessAdapter, Launch, ReadyCheck, Verdict
 from the_loop.toolkit import HarnessError, harness_args, valid_session_id
 
 if TYPE_CHECKING:
@@ -112,6 +116,44 @@ class ClaudeAdapter(HarnessAdapter):
             return path is not None and transcript.has_user_entry_after(path, offset)
 
         return ready
+
+    def model_args(self, model: str) -> list[str] | None:
+        return ["--model", model]
+
+    def effort_args(self, effort: str) -> list[str] | None:
+        return ["--effort", effort]
+
+    def check_choice(self, kind: ChoiceKind, name: str) -> Verdict:
+        """Effort: the levels ``claude --help`` lists. Model: the ids the Messages API the session would use lists
+        for its credential. Neither spends a token; see :mod:`the_loop_claude.choices`."""
+        from the_loop_claude import choices
+
+        if kind == "effort":
+            levels = self._effort_levels
+            return "unknown" if levels is None else "ok" if name in levels else "refused"
+        ids = self._model_ids
+        return "unknown" if ids is None else "ok" if choices.model_listed(name, ids) else "refused"
+
+    # Read once per adapter, so one `models check` asks Claude Code and the API once for every name.
+
+    @functools.cached_property
+    def _effort_levels(self) -> list[str] | None:
+        from the_loop_claude import choices
+
+        text = choices.read_help(self.binary(), self._environ())
+        return choices.effort_levels(text) if text is not None else None
+
+    @functools.cached_property
+    def _model_ids(self) -> list[str] | None:
+        from the_loop_claude import choices
+
+        return choices.list_models(self._environ())
+
+    def _environ(self) -> dict[str, str]:
+        """The environment a session's pane would get: its endpoint and credential, and nothing core withholds."""
+        from the_loop.toolkit import harness_environ
+
+        return harness_environ(self.config, self)  # type: ignore[arg-type]
 
     def session_env(self) -> dict[str, str]:
         settings = self.settings()

@@ -41,6 +41,7 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
                     "harness": endpoint.harness,
                     "model": endpoint.model,
                     "effort": endpoint.effort,
+                    "harnessArgs": list(endpoint.harness_args),
                     "harnessSessionId": endpoint.harness_session_id,
                     "tmuxTarget": endpoint.tmux_target,
                     "status": "down" if pane in ("dead", "absent") else endpoint.status,
