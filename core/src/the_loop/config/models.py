@@ -281,8 +281,6 @@ class CoreConfig(Section):
     env: EnvSection = EnvSection()
     event_log: EventLogSection = EventLogSection()
     repositories: list[str] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=list)
-    effort: list[str] = Field(default_factory=list)
     webhooks: WebhooksSection = WebhooksSection()
     polling: PollingSection = PollingSection()
     routing: RoutingSection = RoutingSection()
