@@ -71,6 +71,10 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("dispatch.abandoned", "an inbox entry failed every attempt and was moved to local/inbox/abandoned/"),
     _t("inbox.quarantined", "an inbox entry that did not parse was moved aside, never handled"),
     _t("session.spawned", "a work item's first session started in tmux"),
+    _t("session.spawn_deferred", "an armed work item's first session waits at the start gate (gate, reason)"),
+    _t("gate.posted", "the start gate's checklist was posted on the work item (comment)"),
+    _t("gate.post_failed", "the start gate's checklist could not be posted; the next spawn request retries"),
+    _t("gate.decided", "an authorized person's choice was frozen into work-item-state.json (actor, source, choices)"),
     _t("session.spawn_failed", "a session could not be started (harness, binary, occupied name, tmux)"),
     _t(
         "session.model_refused",
