@@ -66,6 +66,9 @@ class InboundEvent(BaseModel):
     entity: str | None = None
     work_items: tuple[str, ...] = ()
     pull_request: str | None = None
+    # The pull request's head branch when the payload names it and it lives in the pull request's own repository
+    # (not a fork's): a pull request's own session checks it out (issue-260). "" when unknown.
+    head_branch: str = ""
     labels: tuple[str, ...] = ()
     label_added: str | None = None
     closed: Literal["issue-closed", "pr-merged", "pr-closed"] | None = None
@@ -100,9 +103,10 @@ class WorkEvent(BaseModel):
 
     delivery_id: str = Field(min_length=1)
     work_item: str
-    endpoint: str = ""
+    endpoint: str = ""  # the ref of the session it is for: the work item's own (""), or a pull request's
     text: str
     spawn: bool = False
+    branch: str = ""  # a pull request endpoint's head branch, checked out when its session is first made
     source: str = "cli"
     actor: str = ""
     kind: EventKind = "text"

@@ -24,7 +24,7 @@ from the_loop.control import principals
 from the_loop.models import InboundEvent, WorkEvent
 from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.routing import commands, replies
-from the_loop.sessions import gate
+from the_loop.sessions import endpoints, gate
 from the_loop.sessions.dispatcher import Dispatcher, Outcome
 from the_loop.sessions.prompts import load_template, render_event_prompt, render_excerpt
 from the_loop.state.registry import SessionRegistry
@@ -399,15 +399,18 @@ class Router:
                 origin=event.provider,
                 interaction_mode=routing.interaction.mode,
             )
+        # A pull request with a session of its own per the item's sessionPerPr (never for a spawn: sessions.endpoints)
+        endpoint = endpoints.endpoint_for(self.config, target, event.pull_request, spawn=spawn)
         return WorkEvent(
             delivery_id=event.dedupe_key,
             work_item=str(target),
-            endpoint=str(target),
+            endpoint=endpoint,
             text=text,
             spawn=spawn,
             source=event.transport,
             actor=event.actor.id if event.actor else "",
             kind=event.kind,
+            branch=event.head_branch if endpoint != str(target) else "",
         )
 
     # ------------------------------------------------------------------------------------------- outcomes
@@ -461,8 +464,9 @@ class Router:
 
 def bind_pull_request(registry: SessionRegistry, target: WorkItemRef, pull_request: str) -> bool:
     """Record ``pull_request`` on ``target``'s session record (X7, and ``sessions link-pr``); True when it is new.
-    Same-repository pull requests get no session of their own: the entry is a binding (no tmux, no id). Nothing is
-    written for a work item without a session of its own. Raises what the registry raises."""
+    The entry is a binding (no tmux, no id); a pull request the work item's ``sessionPerPr`` gives a session of its
+    own gets it from the first event that needs one (:mod:`the_loop.sessions.endpoints`), in this same entry. Nothing
+    is written for a work item without a session of its own. Raises what the registry raises."""
     from the_loop.state.registry import Endpoint, SessionRecord, now_iso
 
     added = False

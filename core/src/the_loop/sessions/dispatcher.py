@@ -24,7 +24,7 @@ from the_loop import events
 from the_loop.hooks import lifecycle
 from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
-from the_loop.sessions import choices, gate
+from the_loop.sessions import choices, endpoints, gate
 from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir
 from the_loop.sessions.launch import Launcher
 from the_loop.sessions.outcomes import Outcome, drop, fail, name_taken, not_started, session_fields
@@ -100,8 +100,13 @@ class Dispatcher:
         return outcome
 
     def _dispatch_locked(self, event: WorkEvent) -> Outcome:
-        endpoint_ref = event.endpoint or event.work_item
         record = self._load_or_recover(event.work_item)
+        if event.endpoint and event.endpoint != event.work_item:  # a pull request's own session (sessions.endpoints)
+            routed = endpoints.route(self.config, event, record, launcher=self._launcher(), refuse=self._hook_refused)
+            if isinstance(routed, Outcome):
+                return routed
+            event = routed
+        endpoint_ref = event.endpoint or event.work_item
         endpoint = record.sessions.get(endpoint_ref) if record else None
         if endpoint is not None and event.delivery_id in endpoint.recent_deliveries:
             return drop(event, "already-processed")
@@ -203,13 +208,13 @@ class Dispatcher:
         except HarnessError as exc:
             return fail(event, f"respawn: {exc}", will_retry=True, tmux_target=target)
         cwd = endpoint.cwd or str(spawn_workdir(self.config))
-        if not os.path.isdir(cwd) and endpoint_ref == event.work_item:
+        if not os.path.isdir(cwd):
             # The recorded checkout was removed under a live record: make it again (same path, so a resume can
-            # still find its conversation) rather than fail this event on every retry.
+            # still find its conversation) rather than fail this event on every retry: the endpoint's own ref's.
             from the_loop.sessions import workspace
 
             try:
-                cwd = str(workspace.spawn_cwd(self.config, parse_ref(event.work_item)).path)
+                cwd = str(workspace.spawn_cwd(self.config, parse_ref(endpoint_ref)).path)
             except workspace.WorkspaceError as exc:
                 return fail(event, f"respawn: workspace: {exc}", will_retry=exc.transient, tmux_target=target)
         spawn = lifecycle.run(

@@ -98,9 +98,10 @@ def name_taken(event: WorkEvent, target: str, remedy: str) -> Outcome:
 
 
 def session_fields(event: WorkEvent, harness: str, session_id: str, target: str) -> dict[str, object]:
-    """What ``session.spawned`` and ``session.respawned`` both say."""
+    """What ``session.spawned`` and ``session.respawned`` both say (``endpoint``: a pull request's own session)."""
     return {
         "work_item": event.work_item,
+        "endpoint": event.endpoint if event.endpoint and event.endpoint != event.work_item else None,
         "harness": harness,
         "harness_session_id": session_id,
         "tmux_target": target,

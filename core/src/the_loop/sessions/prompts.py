@@ -1,8 +1,9 @@
 """Prompt rendering: the boot prompt a session starts with, from a template an operator can override.
 
 Templates are plain text with ``$name`` placeholders (:class:`string.Template`, unknown ones left as they are). The
-boot prompt: ``$work_item``, ``$url``, ``$event``. The event prompt (A §2.10 P1): ``$event_source``,
-``$event_origin``, ``$work_item``, ``$event``, ``$action``, ``$repository``, ``$delivery_id``,
+boot prompt: ``$work_item``, ``$url``, ``$event``; a pull request's own session's (``pull-request.md``) also
+``$pull_request``, ``$pull_request_url``, ``$repository`` and ``$checkout``. The event prompt (A §2.10 P1):
+``$event_source``, ``$event_origin``, ``$work_item``, ``$event``, ``$action``, ``$repository``, ``$delivery_id``,
 ``$interaction_directive``, ``$graph_context`` (empty: no process graph yet) and ``$payload_excerpt``.
 ``routing.promptTemplate`` / ``routing.spawnPromptTemplate`` name an operator's own file (relative to the config
 file's directory); when it does not exist the packaged one is used (P8).
@@ -77,11 +78,13 @@ def interaction_directive(mode: str, work_item: str) -> str:
     )
 
 
-def render_spawn_prompt(template: str, *, work_item: str, url: str, event: str) -> str:
-    """The self-contained boot prompt; ``event`` is capped so the whole stays under :data:`BOOT_PROMPT_CAP`."""
-    skeleton = Template(template).safe_substitute(work_item=work_item, url=url or "no link", event="")
+def render_spawn_prompt(template: str, *, work_item: str, url: str, event: str, **more: str) -> str:
+    """The self-contained boot prompt; ``event`` is capped so the whole stays under :data:`BOOT_PROMPT_CAP`.
+    ``more``: the other placeholders a template has (a pull request's: ``$pull_request``, ``$repository`` …)."""
+    values = {**more, "work_item": work_item, "url": url or "no link"}
+    skeleton = Template(template).safe_substitute(values, event="")
     room = max(BOOT_PROMPT_CAP - len(skeleton.encode()), 512)
-    text = Template(template).safe_substitute(work_item=work_item, url=url or "no link", event=cap(clean(event), room))
+    text = Template(template).safe_substitute(values, event=cap(clean(event), room))
     return cap(clean(text).strip(), BOOT_PROMPT_CAP)
 
 

@@ -82,6 +82,7 @@ EXCERPTS: dict[str, tuple[str, ...]] = {
 FREE_TEXT = frozenset({"body", "description", "summary"})  # capped by core's renderer; other strings here
 SHORT_CAP = 512
 NODE_ID = re.compile(r"^[A-Za-z0-9_=+/-]{1,200}$")
+BRANCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,17 @@ def _object_key(kind: str, obj: Mapping[str, Any]) -> str | None:
     return f"{SCHEME}:{kind}:id:{number}" if number else None
 
 
+def _head_branch(payload: Mapping[str, Any], repository: str) -> str:
+    """The pull request's head branch, when its head lives in the pull request's own repository ("" for a fork's,
+    whose branch the repository's clone cannot fetch, and for anything that is not a plain branch name)."""
+    head = _dict(_dict(payload.get("pull_request")).get("head"))
+    name = _str(head.get("ref")) or ""
+    full_name = _str(_dict(head.get("repo")).get("full_name")) or ""
+    if not name or not repository or full_name.casefold() != "/".join(repository.split("/")[-2:]).casefold():
+        return ""
+    return name if BRANCH.match(name) and ".." not in name else ""
+
+
 def normalize(
     event: str,
     delivery_id: str,
@@ -348,6 +360,7 @@ def normalize(
     else:
         url = _dict(payload.get(event)).get("html_url") if kind == "ci" else subject.get("html_url")
     label = _str(_dict(payload.get("label")).get("name")) if action == "labeled" else None
+    head_branch = _head_branch(payload, repository) if event.startswith("pull_request") else ""
     return InboundEvent(
         dedupe_key=dedupe_key or delivery_id,
         delivery_id=delivery_id,
@@ -362,6 +375,7 @@ def normalize(
         entity=str(entity) if entity is not None else None,
         work_items=tuple(str(ref) for ref in candidates),
         pull_request=str(pull_request) if pull_request is not None else None,
+        head_branch=head_branch,
         unconfirmed=tuple(str(ref) for ref in unconfirmed),
         conclusion=_ci_conclusion(event, payload) if kind == "ci" else "",
         labels=_labels(subject),

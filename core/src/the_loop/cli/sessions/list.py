@@ -21,7 +21,8 @@ COLUMNS = ("Work item", "Harness", "Model", "Session id", "Tmux", "Status", "Con
 def list_sessions(ctx: click.Context, status: str | None, output_format: str) -> None:
     """List every registered session, one row per endpoint (a work item's own and its pull requests').
 
-    An active session whose tmux pane has exited or is gone shows as ``down``: the next event respawns it."""
+    An active session whose tmux pane has exited or is gone shows as ``down``: the next event respawns it. A pull
+    request with no session of its own (its events reach the work item's) shows as ``bound``."""
     from the_loop.sessions.tmux import runner_for
 
     config = app(ctx).config(source="sessions")
@@ -30,10 +31,14 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
     rows = []
     for record in config.registry.records():
         control = ((store.read(record.work_item) or {}).get("control") or {}).get("command", "")
-        for ref, endpoint in record.sessions.items():
+        # the work item's own first, then its pull requests' (issue-260: some run sessions of their own)
+        for ref in sorted(record.sessions, key=lambda name: (name != record.work_item, name)):
+            endpoint = record.sessions[ref]
             if status and endpoint.status != status:
                 continue
-            pane = _pane(panes, endpoint.tmux_target) if endpoint.status == "active" else None
+            bound = ref != record.work_item and not (endpoint.tmux_target or endpoint.harness_session_id)
+            pane = _pane(panes, endpoint.tmux_target) if endpoint.status == "active" and not bound else None
+            shown = "bound" if bound and endpoint.status == "active" else endpoint.status
             rows.append(
                 {
                     "workItem": record.work_item,
@@ -44,7 +49,7 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
                     "harnessArgs": list(endpoint.harness_args),
                     "harnessSessionId": endpoint.harness_session_id,
                     "tmuxTarget": endpoint.tmux_target,
-                    "status": "down" if pane in ("dead", "absent") else endpoint.status,
+                    "status": "down" if pane in ("dead", "absent") else shown,
                     "pane": pane,
                     "control": control,
                     "lastEventAt": endpoint.last_event_at,
@@ -57,7 +62,7 @@ def list_sessions(ctx: click.Context, status: str | None, output_format: str) ->
         return
     table = [
         (
-            row["endpoint"],
+            row["endpoint"] if row["endpoint"] == row["workItem"] else f"  {row['endpoint']}",  # under its work item
             row["harness"],
             f"{row['model']} ({row['effort']})" if row["effort"] else row["model"],
             row["harnessSessionId"],

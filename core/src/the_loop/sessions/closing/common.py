@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from the_loop.refs import WorkItemRef, parse_ref
+from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.sessions.tmux import TmuxRunner
 from the_loop.state import locked
 from the_loop.state.registry import SessionRecord
@@ -107,6 +107,23 @@ def _ordered(record: SessionRecord, only: str | None = None) -> list[str]:
     """Endpoint refs, pull requests' first and the work item's own last (cleanup's order), or just ``only``."""
     refs = [ref for ref in record.sessions if only is None or ref == only]
     return sorted(refs, key=lambda ref: (ref == record.work_item, ref))
+
+
+def own_checkouts(record: SessionRecord | None, only: str | None = None) -> list[WorkItemRef]:
+    """The pull requests among ``record``'s endpoints (every one, or just ``only``) whose session ran in a checkout
+    of its own (issue-260): each is removed with its endpoint, as the work item's is with the work item."""
+    if record is None:
+        return []
+    own = record.own
+    found = []
+    for name, entry in record.sessions.items():
+        if name == record.work_item or (only is not None and name != only) or not entry.cwd:
+            continue
+        if own is not None and entry.cwd == own.cwd:
+            continue  # a binding that ran in the work item's checkout has none to remove
+        with contextlib.suppress(RefError):
+            found.append(parse_ref(name))
+    return found
 
 
 def running_services(config: LoadedConfig) -> list[str]:

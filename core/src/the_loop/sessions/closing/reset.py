@@ -16,6 +16,7 @@ from the_loop.sessions.closing.common import (
     _ordered,
     _ref,
     _runner,
+    own_checkouts,
     running_services,
 )
 from the_loop.sessions.closing.teardown import _checked_target, _close_locked, _closed, _harness_ended, _refusal
@@ -105,12 +106,14 @@ def reset(
         if _drop_poll_clock(config, item, dry_run):
             report.removed.append("poll-clock")
         if not config.core.routing.workspace.keep_checkout_on_close:
-            found = workspace.checkout_paths(config, item)
+            owners = [item, *own_checkouts(record)]  # the work item's, and each pull request session's own
+            found = [path for owner in owners for path in workspace.checkout_paths(config, owner)]
             if found:
                 report.removed.append("checkout")
                 report.checkouts = [str(path) for path in found]
                 if not dry_run:
-                    workspace.remove(config, item)
+                    for owner in owners:
+                        workspace.remove(config, owner)
         report.found = bool(record is not None or report.removed)
     if not dry_run:
         events.emit(
@@ -177,6 +180,8 @@ def cleanup(
                     report.endpoints.append(name)
                     report.removed.append(f"tmux:{ended}")
         removed = step("checkout", lambda: workspace.remove(config, item)) or []
+        for pull in own_checkouts(record):  # each pull request session's own checkout (issue-260)
+            removed += step(f"checkout of {pull}", lambda p=pull: workspace.remove(config, p)) or []
         if removed:
             report.found = True
             report.removed.append("checkout")

@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 from the_loop import events
 from the_loop.refs import WorkItemRef
-from the_loop.sessions.closing.common import CloseResult, EndpointClose, _dispatch_lock, _ordered, _ref, _runner
+from the_loop.sessions.closing.common import (
+    CloseResult,
+    EndpointClose,
+    _dispatch_lock,
+    _ordered,
+    _ref,
+    _runner,
+    own_checkouts,
+)
 from the_loop.sessions.tmux import TargetError, TerminateResult, TmuxRunner, tmux_target
 from the_loop.state.registry import Endpoint, SessionRecord
 
@@ -27,8 +35,10 @@ def close_session(
     """Close ``ref``'s live sessions (every endpoint, or just ``endpoint``).
 
     ``kill_tmux`` None follows ``routing.tmux.keepSessionOnClose``; True also kills the tmux session of an endpoint
-    that was already closed (a retained one). ``remove_checkout`` removes the checkout unless
-    ``routing.workspace.keepCheckoutOnClose`` (what a stop or the work item ending does; ``sessions close`` does not).
+    that was already closed (a retained one). ``remove_checkout`` removes the checkouts of what it closes unless
+    ``routing.workspace.keepCheckoutOnClose`` — the work item's and every pull request's own, or with ``endpoint``
+    that pull request's alone (what a stop, the work item ending or its pull request ending does; ``sessions close``
+    does not).
     ``lock`` False when the caller already holds the item's dispatch lock. Never fails on tmux: every problem is a
     warning in the result and the log.
     """
@@ -70,10 +80,12 @@ def _close_locked(
             result.endpoints.append(outcome)
             if outcome.error and outcome.tmux in ("refused", "kill-failed"):
                 result.warnings.append(outcome.error)
-    if remove_checkout and only is None and not config.core.routing.workspace.keep_checkout_on_close:
+    if remove_checkout and not config.core.routing.workspace.keep_checkout_on_close:
         from the_loop.sessions import workspace
 
-        result.checkouts_removed = [str(path) for path in workspace.remove(config, ref)]
+        # the work item's checkout only when it closes; a pull request's own with its endpoint (issue-260)
+        refs = [*([ref] if only is None else []), *own_checkouts(record, only)]
+        result.checkouts_removed = [str(path) for item in refs for path in workspace.remove(config, item)]
     return result
 
 

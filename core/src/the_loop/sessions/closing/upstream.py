@@ -122,8 +122,12 @@ def pull_request_ended(
     delivery_id: str = "",
 ) -> bool:
     """A pull request recorded on ``owner`` closed or merged (issue-101): only its endpoint is closed, through the
-    one close path, and its poll ledger (``pullRequests`` entry, seed 004) dropped — it will not be listed again.
-    The work item's own session runs on (``session.kept_open``). False when ``owner`` does not record it."""
+    one close path — a session of its own ends like the work item's would (harness ended, tmux kept or killed per
+    ``keepSessionOnClose``, its own checkout removed unless ``keepCheckoutOnClose``) — its row in the work item's
+    ``work-item-state.json`` gets its upstream ``state``, and its poll ledger (``pullRequests`` entry, seed 004) is
+    dropped: it will not be listed again. The work item's own session runs on (``session.kept_open``). False when
+    ``owner`` does not record it."""
+    from the_loop.sessions import pull_requests
 
     item, pull = _ref(owner), str(pull_request)
     record = config.registry.load(str(item))
@@ -132,7 +136,8 @@ def pull_request_ended(
     has_ledger = isinstance(ledgers, dict) and pull in ledgers
     if (record is None or pull not in record.sessions) and not has_ledger:
         return False
-    closed = close_session(config, item, endpoint=pull).closed if record is not None else []
+    closed = close_session(config, item, endpoint=pull, remove_checkout=True).closed if record is not None else []
+    pull_requests.ended(config, item, pull, reason)
     if has_ledger:
 
         def drop(current: Any) -> Any:
