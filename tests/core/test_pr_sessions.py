@@ -100,6 +100,13 @@ def checkout(world: World, repo: str, slug: str) -> Path:
     return world.tmp / "ws" / ".worktrees" / "github.com" / "octo" / repo / slug
 
 
+def upstream(world: World, ref: str, state: str) -> None:
+    """What the fake tracker answers for ``ref``'s state from now on."""
+    data = json.loads(world.tickets.read_text()) if world.tickets.exists() else {"items": {}}
+    data["items"].setdefault(ref, {})["state"] = state
+    world.tickets.write_text(json.dumps(data))
+
+
 def choose(world: World, value: str) -> None:
     """Write the work item's ``sessionPerPr`` into its work-item-state.json, in its checkout."""
     path = Path(world.own().cwd) / "docs" / "specs" / "issue-15" / "work-item-state.json"
@@ -249,6 +256,7 @@ def test_the_pull_request_ending_ends_only_its_endpoint_and_later_events_reach_t
     assert handle(world, on_pull_request(world, "review me")).status == "spawned"
     lib, harness = checkout(world, "lib", "fake-octo-lib-7"), pr_harness(world)
     merged = on_pull_request(world, None, kind="closed", closed="pr-merged")
+    upstream(world, LIB, "merged")
     assert handle(world, merged).reason == "pull-request-ended"
     assert entry(world, LIB).status == "closed" and world.own().status == "active"
     assert harness.records("signal") and world.runner.probe(LIB_TARGET) == "dead"  # kept, its harness ended
@@ -257,6 +265,23 @@ def test_the_pull_request_ending_ends_only_its_endpoint_and_later_events_reach_t
     assert (kept["closed_ref"], kept["endpoint_closed"]) == (LIB, True)
     assert handle(world, on_pull_request(world, "after the merge")).status == "delivered"
     assert "after the merge" in own.wait_for_submitted(2)[-1]
+
+
+def test_an_open_pull_request_closed_with_its_work_item_gets_a_fresh_session_when_the_item_runs_again(
+    world: World,
+) -> None:
+    start(world)
+    assert handle(world, on_pull_request(world, "first round")).status == "spawned"
+    first = entry(world, LIB).harness_session_id
+    closing.close_session(world.config, REF, remove_checkout=True, runner=world.runner)  # a stop
+    assert entry(world, LIB).status == "closed" and not checkout(world, "lib", "fake-octo-lib-7").exists()
+    start(world)
+    upstream(world, LIB, "open")
+    assert handle(world, on_pull_request(world, "second round")).status == "spawned"
+    again = entry(world, LIB)
+    assert again.status == "active" and again.harness_session_id != first
+    assert checkout(world, "lib", "fake-octo-lib-7").is_dir()
+    assert "second round" in pr_harness(world).submitted()[0]
 
 
 def test_a_pull_request_ending_keeps_its_checkout_with_keep_checkout_on_close(world: World) -> None:

@@ -25,7 +25,7 @@ def git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60).stdout
 
 
-def two_repositories(gh_world: MakeWorld, gh_env: LoopEnv, **routing: Any) -> GitHubWorld:
+def two_repositories(gh_world: MakeWorld, gh_env: LoopEnv) -> GitHubWorld:
     """octo/repo (issue #15, pull request #20) and octo/lib (pull request #7, branch ``fix-lib``, closing #15 in
     GitHub's own record), each a bare repository the workspace clones."""
     bare_repository(gh_env.tmp, "octo", "repo")
@@ -37,7 +37,7 @@ def two_repositories(gh_world: MakeWorld, gh_env: LoopEnv, **routing: Any) -> Gi
     git("-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "fix", cwd=seed)
     git("push", "-q", str(lib), "fix-lib", cwd=seed)
     workspace = {"root": str(gh_env.tmp / "ws"), "cloneUrlBase": f"file://{gh_env.tmp / 'remote'}"}
-    world = gh_world(repositories=("octo/repo", "octo/lib"), workspace=workspace, **routing)
+    world = gh_world(repositories=("octo/repo", "octo/lib"), workspace=workspace)
     world.fake.add_issue("octo/lib", 7, title="Library half", pull_request=True)
     world.fake.closes("octo/lib", 7, ("octo/repo", 15))
     return world
@@ -190,7 +190,8 @@ def test_closing_the_issue_ends_every_endpoint_and_its_cleanup_removes_every_che
 def test_always_gives_a_same_repository_pull_request_its_own_session_in_its_own_checkout(
     gh_world: MakeWorld, gh_env: LoopEnv
 ) -> None:
-    world = two_repositories(gh_world, gh_env, tmux={"sessionPerPr": "always"})
+    world = two_repositories(gh_world, gh_env)
+    world.restart(tmux={"socketName": world.socket, "resumeProbeSeconds": 0.3, "sessionPerPr": "always"})
     issue = world.start_work()
     pr_comment(world, "octo/repo", 20, "the app half", 7201, pull_body="Fixes #15")
     wait_for(lambda: spawned(world, SAME), timeout=30)

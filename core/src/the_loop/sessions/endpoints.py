@@ -13,7 +13,8 @@ no tmux session, no conversation — and its events reach the work item's sessio
   work item's own session is active (a paused or closed item suppresses its pull requests too); a closed endpoint
   (its pull request merged or closed) hands later events back to the work item's session; an endpoint with no
   session yet gets one here, in a checkout of the pull request's repository (its head branch when the event named
-  it). A session declined for want of a checkout of its own (no workspace root, a checkout git refused, its tmux name
+  it); one closed with its work item, whose pull request is still open, gets a fresh one when the work item runs
+  again. A session declined for want of a checkout of its own (no workspace root, a checkout git refused, its tmux name
   taken) leaves the binding as it is and the event reaches the work item's session; ``session.pr_session_declined``
   says why. A spawned endpoint is delivered into, respawned and resumed exactly like the work item's own.
 """
@@ -24,7 +25,6 @@ import uuid
 from typing import TYPE_CHECKING
 
 from the_loop import events
-from the_loop.config import harness_args
 from the_loop.hooks import lifecycle
 from the_loop.refs import RefError, WorkItemRef, parse_ref
 from the_loop.sessions import workspace
@@ -40,8 +40,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from the_loop.config import LoadedConfig
+    from the_loop.interfaces import HarnessAdapter
     from the_loop.models import WorkEvent
     from the_loop.sessions.launch import Launcher
+    from the_loop.sessions.models import Resolved
 
     # the dispatcher's refusal: a lifecycle hook said no (event, reason, what, detail, target=…, harness=…)
     Refuse = Callable[..., Outcome]
@@ -74,11 +76,27 @@ def route(
     ``launcher`` starts it; ``refuse`` is how the dispatcher settles a spawn a lifecycle hook refused."""
     own = record.own if record is not None else None
     entry = record.sessions.get(event.endpoint) if record is not None else None
-    if record is None or own is None or own.status != "active" or (entry is not None and entry.status == "closed"):
+    if record is None or own is None or own.status != "active":
         return to_work_item(event)
-    if entry is not None and (entry.tmux_target or entry.harness_session_id):
+    if entry is not None and entry.status == "closed":
+        # Closed when its pull request ended — or with its work item, which runs again now: only the tracker knows
+        # which, and only an open pull request gets a session again (a fresh one, like its work item's).
+        if not workspace.enabled(config) or _upstream(config, event.endpoint) != "open":
+            return to_work_item(event)
+    elif entry is not None and (entry.tmux_target or entry.harness_session_id):
         return event  # spawned once: delivered into, respawned or resumed like the work item's own
     return _spawn(config, event, record, entry, launcher, refuse)
+
+
+def _upstream(config: LoadedConfig, pull_request: str) -> str:
+    """The pull request's state as its tracker answers now (``open``, ``merged``, ``closed``…; ``unknown`` when it
+    cannot say): asked only for an endpoint that was closed, while its work item's session is active."""
+    try:
+        pull = parse_ref(pull_request)
+        provider = config.tickets(pull)
+        return str(provider.item_state(pull)) if provider is not None else "unknown"
+    except Exception:  # a tracker that cannot answer keeps the event with the work item's session
+        return "unknown"
 
 
 def to_work_item(event: WorkEvent) -> WorkEvent:
@@ -135,8 +153,9 @@ def _spawn(
         return refuse(event, "hook-refused", what, spawn.reason, target=target, harness=adapter.name)
     prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
     session_id = str(uuid.uuid4())
-    args = harness_args(config, adapter.name)
-    result = launcher.launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False)
+    chosen = _choice(config, event.work_item, adapter)
+    args = chosen.args
+    result = launcher.launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False, args=args)
     if isinstance(result, SpawnResult):  # the name is held: never cleared for a pull request, the item gets it
         return _declined(event, "name-taken", result.remedy or f"tmux session {target} is taken", level="warning")
     if result is not None:
@@ -155,6 +174,8 @@ def _spawn(
             created_at=(before.created_at if before is not None else "") or now_iso(),
             last_event_at=now_iso(),
             tmux_target=target,
+            model=chosen.model,
+            effort=chosen.effort,
             harness_args=list(args),
             recent_deliveries=[event.delivery_id],
         )
@@ -165,12 +186,25 @@ def _spawn(
     events.emit(
         "session.spawned",
         harness_args=list(args) or None,
+        model=chosen.model or None,
+        effort=chosen.effort or None,
         cwd=cwd,
         branch=checkout.branch or None,
         **session_fields(event, adapter.name, session_id, target),
     )
     lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), config)
     return Outcome("spawned", tmux_target=target)
+
+
+def _choice(config: LoadedConfig, work_item: str, adapter: HarnessAdapter) -> Resolved:
+    """The launch arguments the work item's own choice resolves to now (its model and effort, from its file in its
+    checkout): a pull request's session runs on what the work item runs on."""
+    from the_loop.sessions import choices, models
+
+    state = choices.current(config, parse_ref(work_item))
+    resolved = models.resolve(config, adapter, state.model, state.effort)
+    models.emit_refusals(work_item, adapter.name, resolved)
+    return resolved
 
 
 def boot_prompt(config: LoadedConfig, event: WorkEvent, pull: WorkItemRef, checkout: workspace.Checkout) -> str:
