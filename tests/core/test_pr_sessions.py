@@ -107,11 +107,11 @@ def upstream(world: World, ref: str, state: str) -> None:
     world.tickets.write_text(json.dumps(data))
 
 
-def choose(world: World, value: str) -> None:
-    """Write the work item's ``sessionPerPr`` into its work-item-state.json, in its checkout."""
+def choose(world: World, value: str, **more: str) -> None:
+    """Write the work item's ``sessionPerPr`` (and ``more`` choices) into its work-item-state.json, in its checkout."""
     path = Path(world.own().cwd) / "docs" / "specs" / "issue-15" / "work-item-state.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"version": 1, "workItem": REF, "sessionPerPr": value}))
+    path.write_text(json.dumps({"version": 1, "workItem": REF, "sessionPerPr": value, **more}))
 
 
 # ------------------------------------------------------------------------------------------------ the spawn
@@ -223,6 +223,17 @@ def test_session_per_pr_comes_from_the_items_file_else_the_operators_default(
     else:
         assert outcome.status == "delivered" and "which session?" in own.wait_for_submitted(2)[-1]
         assert world.runner.probe(target) == "absent" and entry(world, pull).tmux_target == ""
+
+
+def test_a_pull_requests_session_runs_on_the_model_its_work_item_chose(world: World) -> None:
+    world.configure(defaults={**world.defaults, "models": ["opus"]})
+    start(world)
+    choose(world, "cross-repository", model="opus")
+    assert handle(world, on_pull_request(world, "review me")).status == "spawned"
+    session = entry(world, LIB)
+    assert (session.model, session.harness_args) == ("opus", ["--model", "opus"])
+    argv = pr_harness(world).records("start")[0]["argv"]
+    assert argv[argv.index("--model") + 1] == "opus"
 
 
 def test_without_a_workspace_a_pull_requests_session_is_declined_once_and_the_item_gets_its_events(
