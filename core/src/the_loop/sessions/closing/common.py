@@ -77,6 +77,7 @@ class CleanupReport:
     endpoints: list[str] = field(default_factory=list)  # endpoints whose tmux session was ended and killed
     removed: list[str] = field(default_factory=list)  # tmux sessions, checkout, session (the local record)
     errors: list[str] = field(default_factory=list)
+    terminal_recorded: bool = False  # an ended item's stamp got its terminal record before the checkout went
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from the_loop import events
 from the_loop.refs import WorkItemRef
+from the_loop.sessions.closing import terminal as ending
 from the_loop.sessions.closing.common import (
     RESET_SECTIONS,
     CleanupReport,
@@ -176,6 +177,8 @@ def cleanup(
                 if ended:
                     report.endpoints.append(name)
                     report.removed.append(f"tmux:{ended}")
+        # An ended item's stamp keeps what its checkout recorded, before the checkout goes (seed 004 ``terminal``).
+        report.terminal_recorded = bool(step("terminal", lambda: ending.stamp_terminal(config, item)))
         removed = step("checkout", lambda: workspace.remove(config, item)) or []
         if removed:
             report.found = True
@@ -194,6 +197,7 @@ def cleanup(
         removed=report.removed,
         errors=report.errors or None,
         found=report.found,
+        terminal_recorded=report.terminal_recorded or None,
     )
     return report
 
