@@ -498,6 +498,27 @@ def test_keep_checkout_on_close_keeps_it_through_stop_and_reset_but_not_cleanup(
     assert (cli.workspace / "github.com" / "octo" / "repo" / ".git").is_dir()
 
 
+def _cleanup_comments(cli: Cli) -> list[str]:
+    tickets = cli.env.tmp / "tickets.json"
+    return json.loads(tickets.read_text())["items"].get(REF, {}).get("comments", []) if tickets.exists() else []
+
+
+def test_cleanup_touches_nothing_remote_unless_a_comment_is_asked_for(cli: Cli) -> None:
+    """Seed 004: a cleanup leaves anything remote untouched, so its comment on the ticket is opt-in."""
+    quiet = cli.run("sessions", "cleanup", "--work-item", REF)
+    assert quiet.returncode == 0, quiet.stderr
+    assert _cleanup_comments(cli) == []
+    asked = cli.run("sessions", "cleanup", "--work-item", REF, "--comment")
+    assert asked.returncode == 0, asked.stderr
+    [comment] = _cleanup_comments(cli)
+    assert "cleaned up this work item's local resources" in comment
+    cli.env.edit_config(lambda config: config["routing"].update(cleanup={"comment": True}))
+    assert cli.run("sessions", "cleanup", "--work-item", REF).returncode == 0
+    assert len(_cleanup_comments(cli)) == 2
+    assert cli.run("sessions", "cleanup", "--work-item", REF, "--no-comment").returncode == 0
+    assert len(_cleanup_comments(cli)) == 2
+
+
 def test_cleanup_with_nothing_recorded_still_logs_and_disarms(cli: Cli) -> None:
     result = cli.sessions("cleanup", ref="fake:octo/repo#40")
     assert result.returncode == 0, result.stderr
