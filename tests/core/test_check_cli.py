@@ -16,7 +16,7 @@ from the_loop.config import LoadedConfig, load_config
 from the_loop.plugins import get_host
 from the_loop.sessions.closing import work_item_ended
 from the_loop.sessions.tmux import TmuxRunner
-from the_loop.state.registry import SessionRegistry
+from the_loop.state.registry import Endpoint, SessionRegistry
 from the_loop.state.store import WorkItemStore
 from the_loop.testing import LoopEnv, bare_repository, fake_plugin
 from the_loop.testing.harness import FakeHarness
@@ -186,6 +186,27 @@ def test_running_names_each_endpoint_its_tmux_session_and_how_to_attach(machine:
     assert endpoint["attach"] == f"tmux -L {machine.runner.socket} attach-session -t ={TARGET}"
     machine.runner.kill(TARGET)  # the record still says active: the probe says the pane is gone
     assert f"  session {REF}: fake, active, pane absent" in machine.check().stdout.splitlines()
+
+
+def test_a_pull_request_bound_to_the_session_and_one_with_a_session_of_its_own(machine: Machine) -> None:
+    machine.start()
+    lib = Endpoint("fake", "lib-7", str(machine.env.tmp), tmux_target="loop-fake-octo-lib-7", model="opus")
+
+    def add(record: Any) -> None:
+        record.sessions[PR_REF] = Endpoint("fake")  # a binding: no tmux session, no conversation
+        record.sessions["fake:octo/lib#7"] = lib
+
+    SessionRegistry(machine.config().state).update(REF, add)
+    lines = machine.check().stdout.splitlines()
+    assert lines[0] == f"{REF}: RUNNING"
+    assert f"  pull request {PR_REF}: bound, its events reach the work item's session" in lines
+    at = lines.index("  pull request session fake:octo/lib#7: fake (opus), active, pane absent")
+    assert lines[at + 1 : at + 3] == [
+        f"    tmux loop-fake-octo-lib-7 in {machine.env.tmp}",
+        f"    attach: tmux -L {machine.runner.socket} attach-session -t =loop-fake-octo-lib-7",
+    ]
+    refs = [endpoint["ref"] for endpoint in machine.report()["endpoints"]]
+    assert refs == [REF, "fake:octo/lib#7", PR_REF]  # the work item's own first
 
 
 def test_ended_then_archived_once_cleanup_removed_the_checkout(machine: Machine) -> None:

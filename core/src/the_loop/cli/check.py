@@ -108,7 +108,8 @@ def standing(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any]:
 def _state(report: dict[str, Any], tracked: bool, *, archived: bool) -> str:
     if report["ended"] is not None:
         return "archived" if archived else "ended"
-    if any(endpoint["status"] in ("active", "paused") for endpoint in report["endpoints"]):
+    live = [e for e in report["endpoints"] if e["status"] in ("active", "paused")]
+    if any(not _binding(report["workItem"], endpoint) for endpoint in live):
         return "running"
     if report["parked"] is not None:
         return "parked"
@@ -164,17 +165,16 @@ def _endpoints(config: LoadedConfig, ref: WorkItemRef, record: SessionRecord | N
     prefix = " ".join(runner.command_prefix)
     rows = []
     for name, endpoint in sorted(record.sessions.items(), key=lambda item: (item[0] != str(ref), item[0])):
-        pane = None
-        if endpoint.live:
-            pane = "unknown" if panes is None else panes.get(endpoint.tmux_target, "absent")
-            if not endpoint.tmux_target:
-                pane = "absent"
         target = endpoint.tmux_target
+        pane = None
+        if endpoint.live and target:
+            pane = "unknown" if panes is None else panes.get(target, "absent")
         read_only = "-r " if endpoint.status == "closed" else ""
         rows.append(
             {
                 "ref": name,
                 "harness": endpoint.harness,
+                "harnessSessionId": endpoint.harness_session_id,
                 "model": endpoint.model,
                 "effort": endpoint.effort,
                 "status": endpoint.status,
@@ -231,13 +231,23 @@ def _choice_text(found: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _binding(work_item: str, endpoint: dict[str, Any]) -> bool:
+    """A pull request recorded on the work item's session with no session of its own (no tmux, no conversation)."""
+    return endpoint["ref"] != work_item and not endpoint["tmuxTarget"] and not endpoint["harnessSessionId"]
+
+
 def _endpoint_lines(work_item: str, endpoint: dict[str, Any]) -> list[str]:
     own = endpoint["ref"] == work_item
     model = ", ".join(value for value in (endpoint["model"], endpoint["effort"]) if value)
     harness = f"{endpoint['harness'] or '-'}{f' ({model})' if model else ''}"
     status = endpoint["status"] + (f", pane {endpoint['pane']}" if endpoint["pane"] else "")
+    if _binding(work_item, endpoint):
+        return [f"  pull request {endpoint['ref']}: bound, its events reach the work item's session"]
     lines = [f"  {'session' if own else 'pull request session'} {endpoint['ref']}: {harness}, {status}"]
-    if endpoint["tmuxTarget"]:
+    if not endpoint["tmuxTarget"]:
+        if endpoint["status"] != "closed":
+            lines.append("    no tmux session yet: its next event starts one")
+    else:
         lines.append(f"    tmux {endpoint['tmuxTarget']} in {endpoint['cwd'] or '-'}")
         if own:
             read_only = " --read-only" if endpoint["status"] == "closed" else ""
