@@ -498,6 +498,27 @@ def test_keep_checkout_on_close_keeps_it_through_stop_and_reset_but_not_cleanup(
     assert (cli.workspace / "github.com" / "octo" / "repo" / ".git").is_dir()
 
 
+def _cleanup_comments(cli: Cli) -> list[str]:
+    tickets = cli.env.tmp / "tickets.json"
+    return json.loads(tickets.read_text())["items"].get(REF, {}).get("comments", []) if tickets.exists() else []
+
+
+def test_cleanup_touches_nothing_remote_unless_a_comment_is_asked_for(cli: Cli) -> None:
+    """Seed 004: a cleanup leaves anything remote untouched, so its comment on the ticket is opt-in."""
+    quiet = cli.run("sessions", "cleanup", "--work-item", REF)
+    assert quiet.returncode == 0, quiet.stderr
+    assert _cleanup_comments(cli) == []
+    asked = cli.run("sessions", "cleanup", "--work-item", REF, "--comment")
+    assert asked.returncode == 0, asked.stderr
+    [comment] = _cleanup_comments(cli)
+    assert "cleaned up this work item's local resources" in comment
+    cli.env.edit_config(lambda config: config["routing"].update(cleanup={"comment": True}))
+    assert cli.run("sessions", "cleanup", "--work-item", REF).returncode == 0
+    assert len(_cleanup_comments(cli)) == 2
+    assert cli.run("sessions", "cleanup", "--work-item", REF, "--no-comment").returncode == 0
+    assert len(_cleanup_comments(cli)) == 2
+
+
 def test_cleanup_with_nothing_recorded_still_logs_and_disarms(cli: Cli) -> None:
     result = cli.sessions("cleanup", ref="fake:octo/repo#40")
     assert result.returncode == 0, result.stderr
@@ -589,6 +610,43 @@ def test_f30_reset_removes_both_records_and_the_index_with_one_reset_line(state_
     [reset] = [e for e in state_env.events() if e["event"] == "session.reset"]
     assert {"session", "control", "poll"} <= set(reset["removed"])
     assert reset["actor"] and reset["was_live"] is True and reset["found"] is True
+
+
+def test_reset_is_a_clean_wipe_of_the_portable_record(state_env: LoopEnv) -> None:
+    """Seed 004's table: every section goes, the pull requests' poll ledgers and the thread binding included (so the
+    next event opens a new thread rather than continuing the old one), and the file with them."""
+    from the_loop.sessions.closing import RESET_SECTIONS
+
+    config = load_config(state_env.config_path, get_host())
+    store = WorkItemStore(config.state, url_for=lambda _ref: None, sections=RESET_SECTIONS)
+    ref = "github:octo/repo#15"
+    sections = {
+        "control": {"command": "start", "source": "cli"},
+        "poll": {"seenComments": ["1"]},
+        "pullRequests": {"github:octo/repo#16": {"seenComments": ["2"]}},
+        "collaborators": {"users": [{"login": "dana"}]},
+        "collaborationChannels": {"channels": [{"ref": "slack@C0TMP375"}]},
+        "channels": {"slack": {"channel": "C0CENTRAL", "thread": "1700000000.000100"}},
+        "lifecycle": {"started": True},
+        "ended": {"state": "closed", "reason": "issue-closed", "outcome": "closed-externally"},
+    }
+    for name, value in sections.items():
+        store.update_section(ref, name, value)
+    record = state_env.root / "portable" / "github-octo-repo-15.json"
+    before = snapshot(state_env.root)
+    dry = state_env.run("sessions", "reset", "--work-item", ref, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[1:] == [
+        "  would remove: " + ", ".join(RESET_SECTIONS),
+        "  would forget its conversation threads: its next event opens a new one",
+    ]
+    assert snapshot(state_env.root) == before
+    result = state_env.run("sessions", "reset", "--work-item", ref)
+    assert result.returncode == 0, result.stderr
+    assert "  forgot its conversation threads: its next event opens a new one" in result.stdout.splitlines()
+    assert not record.exists() and not (state_env.root / "portable" / "index.json").exists()
+    [reset] = [e for e in state_env.events() if e["event"] == "session.reset"]
+    assert reset["removed"] == list(RESET_SECTIONS) and set(RESET_SECTIONS) == set(sections)
 
 
 def test_reset_drops_the_items_poll_clock_only(state_env: LoopEnv) -> None:

@@ -119,6 +119,11 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("work_item.ended", "the work item ended upstream: the ended stamp was written (reason, source, actor)"),
     _t("work_item.reopened", "the work item was reopened: its ended stamp was cleared"),
     _t("work_item.already_ended", "a close of an item that had already ended: nothing ran a second time"),
+    _t(
+        "work_item.outcome_changed",
+        "a pull request delivering an ended work item merged after its close: ended.outcome is completed now",
+    ),
+    _t("work_item.terminal_failed", "the terminal copy of work-item-state.json could not be taken; the close went on"),
     _t("work_item.forget_failed", "a reopened item's earlier close keys could not be forgotten; a next close is lost"),
     _t("control.command", "a control command (start, stop, pause, resume, cleanup) was executed"),
     _t("control.rejected", "a control command was refused; reason says why"),

@@ -207,13 +207,17 @@ class GitHubWorld:
     def repost(self, payload: dict[str, Any]) -> None:
         assert self.receiver.post("issue_comment", payload).status_code == 202
 
-    def close_issue(self, sender: str, *, repo: str = "octo/repo", number: int = 15) -> None:
-        """A signed ``issues`` close by ``sender``, worked through."""
+    def close_issue(
+        self, sender: str, *, repo: str = "octo/repo", number: int = 15, state_reason: str | None = None
+    ) -> None:
+        """A signed ``issues`` close by ``sender`` (as GitHub's ``state_reason`` says, when given), worked through."""
         payload = gh_payloads.adapt(
             gh_payloads.load("issues.reopened"), repo=repo, number=number, sender=sender, labels=[AUTO_LABEL]
         )
         payload["action"] = "closed"
         payload["issue"]["state"] = "closed"
+        if state_reason is not None:
+            payload["issue"]["state_reason"] = state_reason
         payload["issue"].pop("pull_request", None)
         assert self.receiver.post("issues", payload).status_code == 202
         self.settled()

@@ -348,6 +348,8 @@ def test_a16_closing_the_issue_by_an_authorized_user_kills_its_session_and_keeps
     # seed 004: a close clears what was asked, seen and granted; cleanup then records itself as the last command
     assert not {"poll", "collaborators", "collaborationChannels", "lifecycle"} & set(portable)
     assert portable["control"]["command"] == "cleanup"
+    # closed by hand with nothing merged on record; the terminal was read from the checkout before it went
+    assert ended["outcome"] == "closed-externally" and ended["terminal"]["workItem"] == REF
     assert len(harness.submitted()) == 1  # issue-94: the close was never pasted as a prompt
 
 
@@ -407,6 +409,19 @@ def test_a16_merging_a_linked_pull_request_keeps_the_issue_session_open(gh_world
     portable = world.portable()  # seed 004: the merged pull request's ledger is dropped, the others stay
     assert portable["pullRequests"] == {"github:octo/repo#21": ledger} and portable["poll"] == ledger
     assert "ended" not in portable
+
+
+@pytest.mark.parametrize(
+    ("state_reason", "outcome"),
+    [("not_planned", "cancelled"), ("duplicate", "cancelled"), ("completed", "closed-externally")],
+)
+def test_an_issue_closed_as_not_planned_ends_cancelled(gh_world: MakeWorld, state_reason: str, outcome: str) -> None:
+    """GitHub's ``state_reason`` travels in the close's excerpt and decides ``ended.outcome`` (issue-452)."""
+    world = gh_world()
+    world.start_work()
+    world.close_issue("octocat", state_reason=state_reason)
+    assert world.portable()["ended"]["outcome"] == outcome
+    assert world.events("work_item.ended")[-1]["outcome"] == outcome
 
 
 def test_l4_a_reopened_item_loses_its_ended_stamp_and_an_authorized_start_spawns_it_again(

@@ -165,6 +165,7 @@ def test_b15_closed_issue_ends_through_the_close_path(gh_world: MakeWorld) -> No
         "poll",
         "bob",
     )
+    assert ended["outcome"] == "closed-externally"  # closed as completed, but nothing merged on record
     assert [e["reason"] for e in w.events("cleanup.deferred")] == ["unauthorized-actor"]
     assert "poll" not in w.portable(1)
     assert REF1 not in w.clocks()
@@ -173,6 +174,14 @@ def test_b15_closed_issue_ends_through_the_close_path(gh_world: MakeWorld) -> No
     asked = closure_questions(w, 1)
     w.cycle(2)
     assert closure_questions(w, 1) == asked  # never asked again
+
+
+def test_a_polled_closure_carries_the_state_reason_into_the_outcome(gh_world: MakeWorld) -> None:
+    w = gh_world("poller")
+    established(w, 1)
+    w.fake.close(REPO, 1, by="bob", reason="not_planned")
+    w.cycle(1)
+    assert w.portable(1)["ended"]["outcome"] == "cancelled"
 
 
 def test_s4_an_item_answering_404_twice_ends_as_deleted_without_cleanup(gh_world: MakeWorld) -> None:
@@ -204,6 +213,7 @@ def test_b16_merged_pull_request_ends_as_merged(gh_world: MakeWorld) -> None:
     w.cycle(1)
     ended = w.portable(2)["ended"]
     assert (ended["state"], ended["reason"], ended["kind"]) == ("merged", "pr-merged", "pull-request")
+    assert ended["outcome"] == "completed"
     assert [(e["state"], e["kind"]) for e in w.events("poll.closure_detected")] == [("merged", "pull-request")]
 
 

@@ -67,6 +67,7 @@ def test_e4_e5_e13_jira_only_start_deliver_dedupe_and_close(world: JiraWorld) ->
     world.poll()
     ended = world.portable()["ended"]
     assert ended["source"] == "poll"
+    assert ended["outcome"] == "closed-externally"  # Done is a person's word: nothing merged on record
     assert world.local()["sessions"][REF]["status"] == "closed"  # type: ignore[index]
     deferred = world.events("cleanup.deferred")
     assert deferred and deferred[-1]["reason"] == "no-actor"

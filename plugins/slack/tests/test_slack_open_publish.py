@@ -78,6 +78,20 @@ def test_d3_ask_records_the_question_on_the_ticket_before_it_reaches_the_thread(
     assert asked["ts"] <= posted["ts"] and posted["event_type"] == "session.awaiting_input"
 
 
+def test_a_reset_forgets_the_thread_so_the_next_start_opens_a_new_one(loop: Loop) -> None:
+    """Seed 004: reset is a clean wipe. The thread binding lives in the portable record's channels section, which a
+    reset clears, so the work item's next session is announced in a new thread instead of continuing the old one."""
+    from the_loop.sessions.closing import reset
+
+    loop.spawn()
+    first = loop.thread()
+    report = reset(loop.config, REF, runner=loop.runner)
+    assert "channels" in report.removed and loop.binding() is None
+    loop.spawn()
+    assert len(roots(loop)) == 2 and loop.thread() != first
+    assert [e["origin"] for e in loop.events("channel.thread_opened")] == ["start", "start"]
+
+
 def test_comment_publishes_comment_agent_and_a_long_text_stays_within_max_chars(loop: Loop) -> None:
     loop.reload(maxChars=300)
     loop.spawn()

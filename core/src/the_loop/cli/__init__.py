@@ -31,6 +31,7 @@ CORE_COMMANDS: dict[str, Any] = {
     "init": ("the_loop.cli.init:init", "Write a commented starter cli-config.yaml."),
     "comment": ("the_loop.cli.comment:comment", "Post a marked comment on a work item (the agent talking back)."),
     "ask": ("the_loop.cli.ask:ask", "Ask a question on a work item and record that its session waits for input."),
+    "check": ("the_loop.cli.check:check", "Say where a work item stands, from the records alone."),
     "migrate-config": ("the_loop.cli.migrate_config:migrate_config", "Rewrite retired config keys in place."),
     "config": {
         "_help": "Check or show the configuration.",

@@ -184,6 +184,12 @@ class HarnessPluginsSection(Section):
     marketplace_repo: str = Field("MadaraUchiha-314/the-loop", pattern=r"^$|^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
 
 
+class CleanupSection(Section):
+    # New key: `sessions cleanup` posts a marked comment on the ticket saying so only when asked. Cleanup releases
+    # local resources; seed 004 has it touch nothing remote, and a comment is a write to the tracker.
+    comment: bool = False
+
+
 class StartGateSection(Section):
     # New key (the reference's start gate is the process graph's first node; only that gate is built): park an
     # armed work item before its first session until an authorized person chooses its model, effort, sessions per
@@ -241,6 +247,7 @@ class RoutingSection(Section):
     announce: AnnounceSection = AnnounceSection()
     start_gate: StartGateSection = StartGateSection()
     graph: GraphSection = GraphSection()
+    cleanup: CleanupSection = CleanupSection()
 
 
 _LOCAL_ONLY = {"executor", "with", "with_"}  # HookEntry keys by alias and by name

@@ -323,6 +323,7 @@ class Router:
             authorized=authorized,
             source=event.transport,
             delivery_id=event.delivery_id,
+            state_reason=_state_reason(event),
         )
         return Outcome("dropped", reason="work-item-ended" if report.tracked else "untracked")
 
@@ -484,6 +485,14 @@ def bind_pull_request(registry: SessionRegistry, target: WorkItemRef, pull_reque
 
 def _actor(event: InboundEvent) -> str:
     return event.actor.id if event.actor else ""
+
+
+def _state_reason(event: InboundEvent) -> str:
+    """How the tracker says an issue was closed (GitHub's ``state_reason``: completed, not_planned, duplicate),
+    when the excerpt carries it; "" otherwise. It decides ``ended.outcome``, nothing else."""
+    issue = event.excerpt.get("issue") if isinstance(event.excerpt, dict) else None
+    reason = issue.get("state_reason") if isinstance(issue, dict) else None
+    return reason[:32] if isinstance(reason, str) else ""
 
 
 def _without_default_host(repository: str) -> str:

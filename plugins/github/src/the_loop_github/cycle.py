@@ -158,7 +158,7 @@ class Cycle:
 
 def webhook_subject(item: Mapping[str, Any]) -> dict[str, Any]:
     """The issue / pull request object of a webhook payload, from a listed item."""
-    keys = ("number", "title", "state", "html_url", "labels", "body", "user", "head", "draft", "merged")
+    keys = ("number", "title", "state", "state_reason", "html_url", "labels", "body", "user", "head", "draft", "merged")
     subject = {key: item[key] for key in keys if key in item}
     if "pull_request" in item:
         subject["pull_request"] = item["pull_request"]

@@ -59,7 +59,7 @@ LIFECYCLE_KINDS = {"opened": "opened", "labeled": "labeled", "reopened": "reopen
 FIELDS: dict[str, tuple[str, ...]] = {
     "comment": ("path", "line", "body", "html_url"),
     "review": ("state", "body", "html_url"),
-    "issue": ("number", "title", "state", "html_url"),
+    "issue": ("number", "title", "state", "state_reason", "html_url"),  # state_reason: how a close ends it
     "pull_request": ("number", "title", "state", "draft", "merged", "html_url"),
     "label": ("name",),
     "workflow_run": ("name", "event", "status", "conclusion", "head_branch", "html_url"),

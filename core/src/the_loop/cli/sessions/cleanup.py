@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli.sessions._common import COMMENT_OPTION, WORK_ITEM, control_event, operator, ticket_comment
+from the_loop.cli.sessions._common import WORK_ITEM, control_event, operator, ticket_comment
 from the_loop.command import FORMAT_OPTION, app, print_json
 
 if TYPE_CHECKING:
@@ -16,16 +16,24 @@ if TYPE_CHECKING:
 
 @click.command()
 @WORK_ITEM
-@COMMENT_OPTION
+@click.option(
+    "--comment/--no-comment",
+    default=None,
+    help="Also post a marked comment on the work item saying it was cleaned up (default: routing.cleanup.comment, "
+    "off: cleanup touches nothing remote).",
+)
 @FORMAT_OPTION
 @click.pass_context
-def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool, output_format: str) -> None:
+def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool | None, output_format: str) -> None:
     """Clean up REF: kill every endpoint's tmux session (harness ended first), remove its checkout and delete its
     local record, whatever the keep settings say; keep its portable record, with `cleanup` as its last control
-    command so no event spawns it again. Touches nothing remote. Exit 1 when a step failed."""
+    command so no event spawns it again. Touches nothing remote unless --comment (or routing.cleanup.comment) asks
+    for a comment on the ticket. Exit 1 when a step failed."""
     from the_loop.sessions.closing import cleanup as cleanup_item
 
     config = app(ctx).config(source="sessions")
+    if comment is None:
+        comment = config.core.routing.cleanup.comment
     report = cleanup_item(config, ref, actor=operator(), source="cli")
     control_event(ref, "cleanup", "partial" if report.errors else "cleaned", endpoints=report.endpoints or None)
     if output_format == "json":
@@ -34,6 +42,8 @@ def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool, output_format: 
         click.echo(f"cleaned up {ref}: nothing was left on this machine (recorded cleanup as its control command)")
     else:
         click.echo(f"cleaned up {ref}")
+        if report.terminal_recorded:
+            click.echo("  recorded its ending from the checkout first (ended.terminal)")
         for item in report.removed:
             if item.startswith("tmux:"):
                 click.echo(f"  killed tmux session {item.removeprefix('tmux:')} (its harness ended first)")

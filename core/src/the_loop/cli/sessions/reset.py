@@ -40,6 +40,8 @@ def _print(report: ResetReport, tmux: str) -> None:
     named = [name for name in report.removed if name != "checkout"]
     if named:
         click.echo(f"  {'would remove' if dry else 'removed'}: {', '.join(named)}")
+    if "channels" in report.removed:
+        click.echo(f"  {'would forget' if dry else 'forgot'} its conversation threads: its next event opens a new one")
     for path in report.checkouts:
         if dry:
             click.echo(f"  would remove the checkout {path} — uncommitted work in it would be lost")
@@ -62,8 +64,9 @@ def _print(report: ResetReport, tmux: str) -> None:
 @click.pass_context
 def reset(ctx: click.Context, refs: list[WorkItemRef], all_items: bool, dry_run: bool, output_format: str) -> None:
     """Reset work items: a live session is closed (tmux per keepSessionOnClose), the local record deleted, the
-    portable control, poll, collaborators, collaborationChannels, ended and lifecycle sections cleared, the poll
-    clock dropped, and the checkout removed unless keepCheckoutOnClose. The repository is never touched."""
+    portable record wiped (control, poll, pullRequests, collaborators, collaborationChannels, channels, lifecycle
+    and ended: the file goes), the poll clock dropped, and the checkout removed unless keepCheckoutOnClose. The
+    repository is never touched."""
     from the_loop.refs import RefError, parse_ref
     from the_loop.sessions.closing import reset as reset_item
     from the_loop.sessions.tmux import runner_for

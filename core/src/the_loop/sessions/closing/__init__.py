@@ -4,12 +4,13 @@
   item leaves a readable record rather than a live TUI) or killed, per ``routing.tmux.keepSessionOnClose``. Used by
   ``sessions stop`` and ``sessions close`` now, and by ticket closures and keywords.
 - :func:`reset` — for a work item that must start over: a live session is closed through the close path, the local
-  record deleted, the portable sections that say what was asked and seen cleared, the poll clock dropped, the
-  checkout removed unless ``routing.workspace.keepCheckoutOnClose``. ``dry_run`` computes the same list and changes
-  nothing.
+  record deleted, every portable section cleared (what was asked and seen, the pull requests' poll ledgers, the
+  conversation threads, how it ended: a clean wipe), the poll clock dropped, the checkout removed unless
+  ``routing.workspace.keepCheckoutOnClose``. ``dry_run`` computes the same list and changes nothing.
 - :func:`cleanup` — for a work item that is over: every endpoint's tmux session killed (harness ended first), the
   checkout removed and the local record deleted, whatever the keep settings say; the portable record is kept, with
-  ``cleanup`` as its last control command. Nothing remote is touched.
+  ``cleanup`` as its last control command (an ended item's stamp first gets its ``terminal`` record, while the
+  checkout is still there). Nothing remote is touched.
 
 Every function holds the work item's dispatch lock (``local/locks/<slug>.dispatch.lock``), so a close never races a
 delivery or a spawn. Only ``loop-…`` tmux targets are ever signalled or killed.

@@ -17,9 +17,19 @@ from the_loop.state.slugs import work_item_lock
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
 
-# Portable sections a reset clears: what was asked (control, lifecycle), seen (poll), who and where (collaborators,
-# collaborationChannels) and how it ended. pullRequests and channels stay: they describe the work, not the memory.
-RESET_SECTIONS = ("control", "poll", "collaborators", "collaborationChannels", "ended", "lifecycle")
+# Portable sections a reset clears (seed 004: a clean wipe): what was asked (control, lifecycle), seen (poll, and
+# each pull request's poll ledger), who and where (collaborators, collaborationChannels), the conversation opened
+# (channels: the next event opens a new thread) and how it ended. Only the identity is left, so the file goes.
+RESET_SECTIONS = (
+    "control",
+    "poll",
+    "pullRequests",
+    "collaborators",
+    "collaborationChannels",
+    "channels",
+    "lifecycle",
+    "ended",
+)
 DISARMING = ("stop", "cleanup")
 
 
@@ -77,6 +87,7 @@ class CleanupReport:
     endpoints: list[str] = field(default_factory=list)  # endpoints whose tmux session was ended and killed
     removed: list[str] = field(default_factory=list)  # tmux sessions, checkout, session (the local record)
     errors: list[str] = field(default_factory=list)
+    terminal_recorded: bool = False  # an ended item's stamp got its terminal record before the checkout went
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

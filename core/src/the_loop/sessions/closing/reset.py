@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from the_loop import events
 from the_loop.refs import WorkItemRef
+from the_loop.sessions.closing import terminal as ending
 from the_loop.sessions.closing.common import (
     RESET_SECTIONS,
     CleanupReport,
@@ -179,6 +180,8 @@ def cleanup(
                 if ended:
                     report.endpoints.append(name)
                     report.removed.append(f"tmux:{ended}")
+        # An ended item's stamp keeps what its checkout recorded, before the checkout goes (seed 004 ``terminal``).
+        report.terminal_recorded = bool(step("terminal", lambda: ending.stamp_terminal(config, item)))
         removed = step("checkout", lambda: workspace.remove(config, item)) or []
         for pull in own_checkouts(record):  # each pull request session's own checkout (issue-260)
             removed += step(f"checkout of {pull}", lambda p=pull: workspace.remove(config, p)) or []
@@ -199,6 +202,7 @@ def cleanup(
         removed=report.removed,
         errors=report.errors or None,
         found=report.found,
+        terminal_recorded=report.terminal_recorded or None,
     )
     return report
 

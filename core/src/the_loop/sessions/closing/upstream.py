@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.refs import WorkItemRef
+from the_loop.sessions.closing import terminal as ending
 from the_loop.sessions.closing.common import _ref
 from the_loop.sessions.closing.reset import cleanup
 from the_loop.sessions.closing.teardown import close_session
@@ -44,13 +45,16 @@ def work_item_ended(
     authorized: bool,
     source: str,
     delivery_id: str = "",
+    state_reason: str = "",
 ) -> EndedReport:
     """The one close path for a work item that closed or merged upstream (A §2.9, seed 004 ``ended``).
 
     Only a tracked item is touched (a session record of any status here, or a portable record): an untracked
-    item's close writes nothing. The ``work_item_complete`` point is asked first; then the session is closed (kept
-    readable, harness ended, checkout removed), ``ended`` stamped, and control, poll, collaborators,
-    collaborationChannels and the lifecycle mark cleared. An authorized closer's close also cleans up (decision 3);
+    item's close writes nothing. The ``work_item_complete`` point is asked first; then the terminal record is copied
+    from the checkout's ``work-item-state.json``, the session closed (kept readable, harness ended, checkout
+    removed), ``ended`` stamped with its ``outcome`` (``state_reason``: the tracker's word for how an issue closed;
+    :mod:`~the_loop.sessions.closing.terminal`), and control, poll, collaborators, collaborationChannels and the
+    lifecycle mark cleared. An authorized closer's close also cleans up (decision 3);
     an unattributed or unauthorized one defers that (``cleanup.deferred``): destroying uncommitted work on an
     event nobody can be held to is not worth it.
     """
@@ -80,6 +84,7 @@ def work_item_ended(
         ),
         config,
     )  # its announce decision governs the work-item.closed publish below
+    terminal = ending.terminal_record(config, item)  # before the close path removes the checkout
     result = close_session(config, item, remove_checkout=True)
     report.closed = result.closed
     if result.closed:
@@ -90,10 +95,27 @@ def work_item_ended(
             merged=reason == "pr-merged",
             delivery_id=delivery_id or None,
         )
-    ended = {"state": state, "kind": kind, "reason": reason, "at": now_iso(), "source": source, "actor": actor}
+    ended: dict[str, Any] = {
+        "state": state,
+        "kind": kind,
+        "reason": reason,
+        "at": now_iso(),
+        "source": source,
+        "actor": actor,
+        "outcome": ending.outcome(reason, terminal, state_reason),
+    }
+    if terminal is not None:
+        ended["terminal"] = terminal
     store.update_section(item, "ended", ended)
     store.clear_sections(item, CLOSE_CLEARS)
-    events.emit("work_item.ended", work_item=str(item), reason=reason, source=source, actor=actor or None)
+    events.emit(
+        "work_item.ended",
+        work_item=str(item),
+        reason=reason,
+        source=source,
+        actor=actor or None,
+        outcome=ended["outcome"],
+    )
     if completed.announce:
         from the_loop import channels
 
@@ -145,6 +167,7 @@ def pull_request_ended(
             return remaining or None
 
         store.update_section(item, "pullRequests", drop)
+    ending.mark_pull_request(config, item, pull, reason)  # its row's state; a late merge completes an ended item
     events.emit(
         "session.kept_open",
         work_item=str(item),
