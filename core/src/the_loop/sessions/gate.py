@@ -54,7 +54,9 @@ def enabled(config: LoadedConfig) -> bool:
 
 def is_ticked_reply(body: str | None) -> bool:
     """A comment carrying ticked boxes of the gate's checklist (a copy of it, or a quote reply)."""
-    return bool(body) and _TICKED.search(body or "") is not None
+    if not body or ("[x]" not in body and "[X]" not in body):  # most comments: no regex scan at all
+        return False
+    return _TICKED.search(body) is not None
 
 
 def is_parked(config: LoadedConfig, ref: WorkItemRef) -> bool:
