@@ -211,3 +211,12 @@ def test_a_corrupt_state_file_is_moved_aside_when_the_gate_writes(world: World) 
     assert state(world)["phase"] == START_GATE
     aside = [name for name in os.listdir(path.parent) if name.startswith("work-item-state.json.corrupt-")]
     assert len(aside) == 1 and (path.parent / aside[0]).read_text() == "{not json"
+
+
+def test_the_chosen_repositories_are_named_in_the_boot_prompt(world: World) -> None:
+    parked(world)
+    assert say(world, "the-loop choose model=sonnet repos=octo/repo,octo/lib").reason == "control-executed"
+    harness, _ = launched(world)
+    boot = harness.submitted()[0]
+    assert "contributes to these repositories" in boot and "octo/repo, octo/lib" in boot
+    assert state(world)["repos"] == ["octo/repo", "octo/lib"]

@@ -333,7 +333,9 @@ class Dispatcher:
             return drop(event, "spawn-deferred", detail="parked at the start gate")
         url = provider_url(ref, self.config) or ""
         template = load_template(self.routing.spawn_prompt_template, self.config.ref.path.parent, "spawn.md")
-        prompt = render_spawn_prompt(template, work_item=event.work_item, url=url, event=event.text)
+        prompt = render_spawn_prompt(
+            template, work_item=event.work_item, url=url, event=event.text, repositories=_contributes_to(state)
+        )
         session_id = str(uuid.uuid4())
         try:
             target = tmux_name_of(self.config.state, ref)
@@ -459,6 +461,16 @@ class Dispatcher:
             )
         lifecycle.explain_refusal(self.config, parse_ref(event.work_item), what, detail)
         return drop(event, reason, detail=detail)
+
+
+def _contributes_to(state: WorkItemState) -> str:
+    """The spawn prompt's line naming the repositories the work item was chosen to contribute to ("" for none)."""
+    if not state.repos:
+        return ""
+    return (
+        "\n- This work item contributes to these repositories (open a pull request in each that needs one, and "
+        "record it with `the-loop sessions link-pr`): " + ", ".join(state.repos)
+    )
 
 
 class DispatchQueue:
