@@ -24,10 +24,11 @@ from the_loop import events
 from the_loop.hooks import lifecycle
 from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
-from the_loop.sessions import choices, endpoints, gate
+from the_loop.sessions import endpoints, gate
 from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir
 from the_loop.sessions.launch import Launcher
-from the_loop.sessions.outcomes import Outcome, drop, fail, name_taken, not_started, session_fields
+from the_loop.sessions.models import for_work_item, launch_fields
+from the_loop.sessions.outcomes import Outcome, drop, fail, launched, name_taken, not_started, session_fields
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner, runner_for
 from the_loop.state import locked
@@ -38,7 +39,6 @@ from the_loop.state.store import provider_url
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
-    from the_loop.sessions.models import Resolved
     from the_loop.state.work_item_state import WorkItemState
 
 
@@ -228,7 +228,8 @@ class Dispatcher:
         text = cap(spawn.prompt, BOOT_PROMPT_CAP)  # the boot prompt is one argv word: tmux refuses ~16 KB
         session_id = endpoint.harness_session_id
         resumed = False
-        chosen = self._choice(event.work_item, adapter, Path(cwd) if endpoint_ref == event.work_item else None)
+        checkout = Path(cwd) if endpoint_ref == event.work_item else None  # a pull request's: its item's file
+        chosen = for_work_item(self.config, adapter, event.work_item, checkout)
         recorded = Launch(text, session_id, Path(cwd), tuple(chosen.args))
         why_not = launcher.why_not_resume(adapter, recorded)
         last_lines: list[str] = []
@@ -349,7 +350,7 @@ class Dispatcher:
                 event, "hook-refused", "start a session", spawn.reason, target=target, harness=adapter.name
             )
         prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
-        chosen = self._choice(event.work_item, adapter, cwd, state)
+        chosen = for_work_item(self.config, adapter, event.work_item, cwd, state)
         args = chosen.args
         launcher = self._launcher()
         result = launcher.launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False, args=args)
@@ -359,45 +360,16 @@ class Dispatcher:
             return not_started(event, adapter.name, target, result.reason, result.last_lines)
 
         def change(record: SessionRecord) -> None:
-            record.sessions[endpoint_ref] = Endpoint(
-                harness=adapter.name,
-                harness_session_id=session_id,
-                cwd=str(cwd),
-                status="active",
-                created_at=now_iso(),
-                last_event_at=now_iso(),
-                tmux_target=target,
-                model=chosen.model,
-                effort=chosen.effort,
-                harness_args=list(args),
-                recent_deliveries=[event.delivery_id],
-            )
+            record.sessions[endpoint_ref] = launched(adapter.name, session_id, str(cwd), target, chosen, event)
 
         self.registry.update(event.work_item, change)
         events.emit(
-            "session.spawned",
-            harness_args=list(args) or None,
-            model=chosen.model or None,
-            effort=chosen.effort or None,
-            **session_fields(event, adapter.name, session_id, target),
+            "session.spawned", **launch_fields(chosen), **session_fields(event, adapter.name, session_id, target)
         )
         spawned = lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), self.config)
         if spawned.announce and self.routing.announce.enabled:
             self._announce(event.work_item, adapter.name, target)
         return Outcome("spawned", tmux_target=target)
-
-    def _choice(
-        self, work_item: str, adapter: HarnessAdapter, checkout: Path | None, state: WorkItemState | None = None
-    ) -> Resolved:
-        """The launch arguments the work item's choice resolves to now: the harness's own, then the model's, then
-        the effort's, each re-validated (a dropped one is said out loud, ``session.model_refused``)."""
-        from the_loop.sessions import models
-
-        if state is None:
-            state = choices.current(self.config, parse_ref(work_item), checkout)
-        resolved = models.resolve(self.config, adapter, state.model, state.effort)
-        models.emit_refusals(work_item, adapter.name, resolved)
-        return resolved
 
     def _disarmed_by(self, event: WorkEvent) -> str:
         """The recorded control command that disarms the item (stop, cleanup; see the_loop.sessions.closing), or ""."""

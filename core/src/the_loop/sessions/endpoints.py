@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 from the_loop import events
 from the_loop.hooks import lifecycle
 from the_loop.refs import RefError, WorkItemRef, parse_ref
-from the_loop.sessions import workspace
+from the_loop.sessions import models, workspace
 from the_loop.sessions.harness import HarnessError, adapter_for
-from the_loop.sessions.outcomes import Outcome, fail, not_started, session_fields
+from the_loop.sessions.outcomes import Outcome, fail, launched, not_started, session_fields
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, load_template, render_spawn_prompt
 from the_loop.sessions.tmux import SpawnResult
-from the_loop.state.registry import Endpoint, SessionRecord, canonical, now_iso
+from the_loop.state.registry import Endpoint, SessionRecord, canonical
 from the_loop.state.slugs import SlugCollision, tmux_name_of
 from the_loop.state.store import provider_url
 
@@ -40,10 +40,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from the_loop.config import LoadedConfig
-    from the_loop.interfaces import HarnessAdapter
     from the_loop.models import WorkEvent
     from the_loop.sessions.launch import Launcher
-    from the_loop.sessions.models import Resolved
 
     # the dispatcher's refusal: a lifecycle hook said no (event, reason, what, detail, target=…, harness=…)
     Refuse = Callable[..., Outcome]
@@ -153,7 +151,7 @@ def _spawn(
         return refuse(event, "hook-refused", what, spawn.reason, target=target, harness=adapter.name)
     prompt = cap(spawn.prompt, BOOT_PROMPT_CAP)  # a hook may have replaced it
     session_id = str(uuid.uuid4())
-    chosen = _choice(config, event.work_item, adapter)
+    chosen = models.for_work_item(config, adapter, event.work_item)
     args = chosen.args
     result = launcher.launch(event.work_item, adapter, target, cwd, session_id, prompt, resume=False, args=args)
     if isinstance(result, SpawnResult):  # the name is held: never cleared for a pull request, the item gets it
@@ -166,45 +164,21 @@ def _spawn(
         nonlocal linked
         before = current.sessions.get(str(pull))
         linked = before is None
-        current.sessions[str(pull)] = Endpoint(
-            harness=adapter.name,
-            harness_session_id=session_id,
-            cwd=cwd,
-            status="active",
-            created_at=(before.created_at if before is not None else "") or now_iso(),
-            last_event_at=now_iso(),
-            tmux_target=target,
-            model=chosen.model,
-            effort=chosen.effort,
-            harness_args=list(args),
-            recent_deliveries=[event.delivery_id],
-        )
+        created = before.created_at if before is not None else ""
+        current.sessions[str(pull)] = launched(adapter.name, session_id, cwd, target, chosen, event, created_at=created)
 
     config.registry.update(event.work_item, change)
     if linked:
         events.emit("session.pr_linked", work_item=event.work_item, pull_request=str(pull))
     events.emit(
         "session.spawned",
-        harness_args=list(args) or None,
-        model=chosen.model or None,
-        effort=chosen.effort or None,
+        **models.launch_fields(chosen),
         cwd=cwd,
         branch=checkout.branch or None,
         **session_fields(event, adapter.name, session_id, target),
     )
     lifecycle.run(lifecycle.session_spawned(spawn, session_id, target), config)
     return Outcome("spawned", tmux_target=target)
-
-
-def _choice(config: LoadedConfig, work_item: str, adapter: HarnessAdapter) -> Resolved:
-    """The launch arguments the work item's own choice resolves to now (its model and effort, from its file in its
-    checkout): a pull request's session runs on what the work item runs on."""
-    from the_loop.sessions import choices, models
-
-    state = choices.current(config, parse_ref(work_item))
-    resolved = models.resolve(config, adapter, state.model, state.effort)
-    models.emit_refusals(work_item, adapter.name, resolved)
-    return resolved
 
 
 def boot_prompt(config: LoadedConfig, event: WorkEvent, pull: WorkItemRef, checkout: workspace.Checkout) -> str:

@@ -29,7 +29,10 @@ from the_loop.interfaces import ChoiceKind, HarnessAdapter, Verdict
 from the_loop.state import Corrupt, atomic_write_json, load_json, locked, quarantine, read_json
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from the_loop.config import LoadedConfig
+    from the_loop.state.work_item_state import WorkItemState
 
 __all__ = [
     "KINDS",
@@ -302,3 +305,32 @@ def emit_refusals(work_item: str, harness: str, resolved: Resolved) -> None:
             name=name,
             reason=reason,
         )
+
+
+def for_work_item(
+    config: LoadedConfig,
+    adapter: HarnessAdapter,
+    work_item: str,
+    checkout: Path | None = None,
+    state: WorkItemState | None = None,
+) -> Resolved:
+    """The launch arguments ``work_item``'s choice resolves to now — the harness's own, then the model's, then the
+    effort's, from its ``work-item-state.json`` (read from ``checkout``, else its own) — for its own session and its
+    pull requests' alike; a dropped choice is said out loud (``session.model_refused``)."""
+    from the_loop.refs import parse_ref
+    from the_loop.sessions import choices
+
+    if state is None:
+        state = choices.current(config, parse_ref(work_item), checkout)
+    resolved = resolve(config, adapter, state.model, state.effort)
+    emit_refusals(work_item, adapter.name, resolved)
+    return resolved
+
+
+def launch_fields(resolved: Resolved) -> dict[str, Any]:
+    """What ``session.spawned`` says of the launch: the arguments, the model and the effort applied."""
+    return {
+        "harness_args": list(resolved.args) or None,
+        "model": resolved.model or None,
+        "effort": resolved.effort or None,
+    }

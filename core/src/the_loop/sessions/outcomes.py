@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from the_loop import events
+from the_loop.state.registry import Endpoint, now_iso
 
 if TYPE_CHECKING:
     from the_loop.models import WorkEvent
+    from the_loop.sessions.models import Resolved
 
 Status = Literal["delivered", "spawned", "respawned", "dropped", "failed"]
 
@@ -108,3 +110,22 @@ def session_fields(event: WorkEvent, harness: str, session_id: str, target: str)
         "delivery_id": event.delivery_id,
         "runner": "tmux",
     }
+
+
+def launched(
+    harness: str, session_id: str, cwd: str, target: str, chosen: Resolved, event: WorkEvent, *, created_at: str = ""
+) -> Endpoint:
+    """The record of a session just started for ``event``: active, on the launch arguments ``chosen`` resolved."""
+    return Endpoint(
+        harness=harness,
+        harness_session_id=session_id,
+        cwd=cwd,
+        status="active",
+        created_at=created_at or now_iso(),
+        last_event_at=now_iso(),
+        tmux_target=target,
+        model=chosen.model,
+        effort=chosen.effort,
+        harness_args=list(chosen.args),
+        recent_deliveries=[event.delivery_id],
+    )

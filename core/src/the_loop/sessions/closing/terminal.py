@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,14 +140,13 @@ def stamp_terminal(config: LoadedConfig, ref: WorkItemRef) -> bool:
 
 
 def mark_pull_request(config: LoadedConfig, owner: WorkItemRef, pull_request: str, reason: str) -> None:
-    """A pull request recorded on ``owner`` ended: its ``work-item-state.json`` row takes the upstream state (the
-    close path is that row's one writer), and when ``owner`` had already ended without a delivered outcome, a merge
-    makes it ``completed`` (``work_item.outcome_changed``). Best-effort: a failure is logged, never raised."""
-    state = "merged" if reason == "pr-merged" else "closed"
+    """A pull request recorded on ``owner`` merged after ``owner`` had already ended without a delivered outcome:
+    the merge makes it ``completed`` (``work_item.outcome_changed``). Its ``work-item-state.json`` row took the
+    upstream state already (:func:`the_loop.sessions.pull_requests.ended`). Best-effort: a failure is logged."""
+    if reason != "pr-merged":
+        return
     try:
-        _mark_row(config, owner, pull_request, state)
-        if state == "merged":
-            _upgrade(config, owner, pull_request)
+        _upgrade(config, owner, pull_request)
     except Exception as exc:
         events.emit(
             "work_item.terminal_failed",
@@ -157,21 +155,6 @@ def mark_pull_request(config: LoadedConfig, owner: WorkItemRef, pull_request: st
             pull_request=pull_request,
             error=f"{exc}"[:300],
         )
-
-
-def _mark_row(config: LoadedConfig, owner: WorkItemRef, pull_request: str, state: str) -> None:
-    from the_loop.sessions import choices
-
-    current = choices.current(config, owner)
-    row = current.pull_request(pull_request)
-    if row is None or row.state == state:
-        return
-
-    def edit(found: WorkItemState) -> WorkItemState:
-        rows = tuple(replace(r, state=state) if r.ref == pull_request else r for r in found.pull_requests)
-        return replace(found, pull_requests=rows)
-
-    choices.change(config, owner, edit)
 
 
 def _upgrade(config: LoadedConfig, owner: WorkItemRef, pull_request: str) -> None:

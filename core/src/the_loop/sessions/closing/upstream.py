@@ -167,7 +167,7 @@ def pull_request_ended(
             return remaining or None
 
         store.update_section(item, "pullRequests", drop)
-    ending.mark_pull_request(config, item, pull, reason)  # its row's state; a late merge completes an ended item
+    ending.mark_pull_request(config, item, pull, reason)  # a late merge completes an ended item
     events.emit(
         "session.kept_open",
         work_item=str(item),
