@@ -361,3 +361,21 @@ def test_status_of_a_started_item_is_visible_through_events(operator: Operator, 
     result = operator.run("events", "--work-item", REF, "--format", "json", "--limit", "0")
     names = [e["event"] for e in json.loads(result.stdout)]
     assert names.index("session.spawned") < names.index("control.command")
+
+
+def test_attach_reaches_a_pull_requests_own_session_and_says_when_it_has_none(operator: Operator) -> None:
+    assert operator.run("sessions", "start", "--work-item", REF).returncode == 0
+    path = operator.env.root / "local" / "fake-octo-repo-15.json"
+    data = json.loads(path.read_text())
+    own = data["sessions"][REF]
+    data["sessions"]["fake:octo/lib#7"] = {**own, "tmuxTarget": own["tmuxTarget"], "cwd": str(operator.work)}
+    data["sessions"]["fake:octo/repo#20"] = {"harness": "fake", "tmuxTarget": "", "status": "active"}  # a binding
+    path.write_text(json.dumps(data))
+    assert _attach_argv(operator, "--pull-request", "fake:octo/lib#7")[-2:] == ["-t", f"={own['tmuxTarget']}"]
+
+    bound = operator.run("sessions", "attach", "--work-item", REF, "--pull-request", "20")
+    assert bound.returncode == 1 and "fake:octo/repo#20 has no tmux session of its own" in bound.stderr
+    unknown = operator.run("sessions", "attach", "--work-item", REF, "--pull-request", "fake:octo/lib#8")
+    assert unknown.returncode == 1 and f"no session recorded for fake:octo/lib#8 on {REF}" in unknown.stderr
+    itself = operator.run("sessions", "attach", "--work-item", REF, "--pull-request", "15")
+    assert itself.returncode == 2 and "its own pull request" in itself.stderr

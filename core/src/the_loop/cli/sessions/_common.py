@@ -94,3 +94,23 @@ def watch_lines(config: LoadedConfig, ref: WorkItemRef) -> list[str]:
         if found is not None:
             lines.append(f"in a browser: {found['url']} (log in with the-loop sessions attach --web --work-item {ref})")
     return lines
+
+
+def pull_request_of(ref: WorkItemRef, value: str) -> WorkItemRef:
+    """``--pull-request``: a full ref, or a bare number meaning that number in the work item's repository."""
+    from the_loop.refs import RefError, parse_ref
+
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        if ref.key_form:
+            raise click.BadParameter(f"{ref} has no repository: give the pull request as a full ref")
+        text = f"{ref.provider}:{ref.repository}#{int(text)}"
+    try:
+        pull_request = parse_ref(text)
+    except RefError as exc:
+        raise click.BadParameter(f"{exc} — or a bare number in {ref}'s repository") from None
+    if pull_request.number < 1:
+        raise click.BadParameter("a pull request number is 1 or more")
+    if pull_request == ref:
+        raise click.BadParameter("a work item cannot be its own pull request")
+    return pull_request

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli.sessions._common import WORK_ITEM, require_tmux
+from the_loop.cli.sessions._common import WORK_ITEM, pull_request_of, require_tmux
 from the_loop.command import app
 
 if TYPE_CHECKING:
@@ -18,27 +18,39 @@ if TYPE_CHECKING:
 
 @click.command()
 @WORK_ITEM
+@click.option(
+    "--pull-request",
+    "pull_request",
+    metavar="REF|N",
+    help="The session of this pull request of REF instead (one with a session of its own: sessionPerPr).",
+)
 @click.option("--read-only", is_flag=True, help="Watch without being able to type (tmux attach -r).")
 @click.option("--web", is_flag=True, help="Print the web terminal's login link (it carries the credential) instead.")
 @click.pass_context
-def attach(ctx: click.Context, ref: WorkItemRef, read_only: bool, web: bool) -> None:
+def attach(ctx: click.Context, ref: WorkItemRef, pull_request: str | None, read_only: bool, web: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
     from the_loop.sessions.tmux import runner_for
 
     config = app(ctx).config(source="sessions")
     record = config.registry.load(str(ref))
-    own = record.own if record else None
+    which = str(pull_request_of(ref, pull_request)) if pull_request else str(ref)
+    own = record.sessions.get(which) if record else None
     if own is None:
-        click.echo(f"error: no session recorded for {ref}", err=True)
+        click.echo(f"error: no session recorded for {which}" + (f" on {ref}" if which != str(ref) else ""), err=True)
         sys.exit(1)
     if not own.tmux_target:
-        click.echo(f"error: no tmux session recorded yet for {ref}; its next event starts one", err=True)
+        said = (
+            f"no tmux session recorded yet for {ref}; its next event starts one"
+            if which == str(ref)
+            else f"{which} has no tmux session of its own; its events reach {ref}'s session"
+        )
+        click.echo(f"error: {said}", err=True)
         sys.exit(1)
     if web:
         _print_web_login(config, own.tmux_target)
         return
     if own.status == "closed" and not read_only:
-        click.echo(f"note: the session of {ref} is closed; attaching read-only", err=True)
+        click.echo(f"note: the session of {which} is closed; attaching read-only", err=True)
         read_only = True
     require_tmux(config)
     runner = runner_for(config)

@@ -15,32 +15,12 @@ from typing import TYPE_CHECKING
 import click
 
 from the_loop import events
-from the_loop.cli.sessions._common import WORK_ITEM, operator
+from the_loop.cli.sessions._common import WORK_ITEM, operator, pull_request_of
 from the_loop.command import app
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
-
-
-def _pull_request(ref: WorkItemRef, value: str) -> WorkItemRef:
-    """``--pull-request``: a full ref, or a bare number meaning that number in the work item's repository."""
-    from the_loop.refs import RefError, parse_ref
-
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        if ref.key_form:
-            raise click.BadParameter(f"{ref} has no repository: give the pull request as a full ref")
-        text = f"{ref.provider}:{ref.repository}#{int(text)}"
-    try:
-        pull_request = parse_ref(text)
-    except RefError as exc:
-        raise click.BadParameter(f"{exc} — or a bare number in {ref}'s repository") from None
-    if pull_request.number < 1:
-        raise click.BadParameter("a pull request number is 1 or more")
-    if pull_request == ref:
-        raise click.BadParameter("a work item cannot be its own pull request")
-    return pull_request
 
 
 ROW_NOTES = {
@@ -64,7 +44,7 @@ def link_pr(ctx: click.Context, ref: WorkItemRef, pull_request: str) -> None:
     """Record that PULL_REQUEST delivers REF: its events then reach REF's session, whatever its text says."""
     from the_loop.routing.router import bind_pull_request
 
-    pull = _pull_request(ref, pull_request)
+    pull = pull_request_of(ref, pull_request)
     config = app(ctx).config(source="sessions")
     registry = config.registry
     record = registry.load(str(ref))
