@@ -7,7 +7,8 @@ process rows the median of N runs (ms) after one warm-up. ``models check`` runs 
 ``THE_LOOP_TEST_CLAUDE`` names it (as ``./test.sh`` sets it; else ``.tools/claude-code``), against the fake Anthropic
 API on 127.0.0.1: the first run measures (``claude --help`` and ``GET /v1/models``), later ones keep fresh verdicts.
 Targets: a spawn's choice (file read + resolve) ≤ 1 ms; the ticked-checklist check on a 10 KB comment ≤ 20 µs;
-``the-loop check`` within 1.2x of ``the-loop sessions list``, which loads the same config (both validate it whole). Everything lives in a temporary directory, with ``HOME`` pointed inside it.
+``the-loop check`` within 1.2x of ``the-loop sessions list``, which loads the same config (both validate it whole).
+Everything lives in a temporary directory, with ``HOME`` pointed inside it.
 """
 
 from __future__ import annotations

@@ -220,3 +220,23 @@ def test_the_chosen_repositories_are_named_in_the_boot_prompt(world: World) -> N
     boot = harness.submitted()[0]
     assert "contributes to these repositories" in boot and "octo/repo, octo/lib" in boot
     assert state(world)["repos"] == ["octo/repo", "octo/lib"]
+
+
+def test_a_new_choice_resumes_the_live_session_on_it_and_the_same_choice_changes_nothing(world: World) -> None:
+    parked(world)
+    say(world, "the-loop choose model=opus")
+    harness, _ = launched(world)
+    session_id = world.own().harness_session_id
+    assert say(world, "the-loop choose model=sonnet effort=low").reason == "control-executed"
+    start = harness.wait_for("start", 2)[-1]
+    assert start["mode"] == "resume" and start["session_id"] == session_id  # the same conversation
+    argv = start["argv"]
+    assert argv[argv.index("--model") + 1] == "sonnet" and argv[argv.index("--effort") + 1] == "low"
+    assert (world.own().model, world.own().effort) == ("sonnet", "low")
+    changed = world.events("session.choice_changed")[-1]
+    assert changed["was"][-2:] == ["--model", "opus"] and changed["model"] == "sonnet"
+    assert [e["effect"] for e in world.events("control.command")][-1] == "relaunched"
+
+    assert say(world, "the-loop choose model=sonnet").reason == "control-executed"
+    assert [e["effect"] for e in world.events("control.command")][-1] == "recorded"
+    assert len(harness.records("start")) == 2

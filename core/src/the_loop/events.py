@@ -71,6 +71,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("dispatch.abandoned", "an inbox entry failed every attempt and was moved to local/inbox/abandoned/"),
     _t("inbox.quarantined", "an inbox entry that did not parse was moved aside, never handled"),
     _t("session.spawned", "a work item's first session started in tmux (endpoint: a pull request's own session)"),
+    _t("session.choice_changed", "a live session was resumed on a changed model or effort choice (was, harness_args)"),
     _t("session.spawn_deferred", "an armed work item's first session waits at the start gate (gate, reason)"),
     _t("gate.posted", "the start gate's checklist was posted on the work item (comment)"),
     _t("gate.post_failed", "the start gate's checklist could not be posted; the next spawn request retries"),

@@ -42,10 +42,12 @@ def execute(
     collaborator: bool,
     *,
     spawn: Callable[[], Outcome],
+    relaunch: Callable[[str], Outcome] | None = None,
 ) -> Outcome:
     """Run ``command`` from ``event`` on ``target``: a collaborator may not, a lifecycle hook may refuse it, then
     each command records itself and acts. ``spawn`` starts the work item's first session (``start`` on an item
-    with none): the router's dispatch, with the event's spawn prompt."""
+    with none): the router's dispatch, with the event's spawn prompt; ``relaunch`` resumes a live session on a choice
+    that changed under it (``choose``), with the given text as its next turn."""
     from the_loop.hooks import lifecycle
 
     actor = event.actor.id if event.actor else ""
@@ -69,7 +71,7 @@ def execute(
     own = record.own if record else None
     live = own is not None and own.live
     if command == "choose":
-        return _choose(config, event, target, live, spawn)
+        return _choose(config, event, target, live, spawn, relaunch)
     if command == "start":
         if not live:
             refusal = control.arming_refusal(config, target, event.labels)
@@ -121,10 +123,15 @@ def _remember_choices(config: LoadedConfig, event: InboundEvent, target: WorkIte
 
 
 def _choose(
-    config: LoadedConfig, event: InboundEvent, target: WorkItemRef, live: bool, spawn: Callable[[], Outcome]
+    config: LoadedConfig,
+    event: InboundEvent,
+    target: WorkItemRef,
+    live: bool,
+    spawn: Callable[[], Outcome],
+    relaunch: Callable[[str], Outcome] | None,
 ) -> Outcome:
     """``the-loop choose …`` (or the gate's checklist, ticked): freeze the choices; a parked, armed item then gets
-    its first session, carrying them. A live session takes them at its next respawn."""
+    its first session, carrying them, and a live one is resumed on them (``relaunch``)."""
     from the_loop.sessions import choices, gate
 
     reply = gate.parse_reply(config, event.body or "")
@@ -149,7 +156,16 @@ def _choose(
     if state.parked and not live and control.recorded(config, target) == "start":
         outcome = spawn()
         return outcome if not outcome.ok else _executed(event, target, "choose", "started")
-    return _executed(event, target, "choose", "recorded" if not live else "recorded-for-next-respawn")
+    if not live or relaunch is None:
+        return _executed(event, target, "choose", "recorded" if not live else "recorded-for-next-respawn")
+    chosen = ", ".join(f"{key}={value}" for key, value in reply.choices.items() if key in ("model", "effort"))
+    text = (
+        f"the-loop resumed this conversation on a new choice ({chosen or 'unchanged model and effort'}) made by "
+        f"{actor.id if actor else 'an authorized person'}. Carry on where you left off."
+    )
+    outcome = relaunch(text)
+    effect = {"respawned": "relaunched", "dropped": "recorded"}.get(outcome.status, "recorded-for-next-respawn")
+    return _executed(event, target, "choose", effect)
 
 
 def _executed(event: InboundEvent, target: WorkItemRef, command: str, effect: str) -> Outcome:

@@ -333,7 +333,21 @@ class Router:
         def spawn() -> Outcome:  # `start` on an item with no session: the same spawn a delivery would make
             return self.dispatcher.dispatch(self.work_event(event, target, spawn=True))
 
-        return commands.execute(self.config, self.registry, event, target, command, collaborator, spawn=spawn)
+        def relaunch(text: str) -> Outcome:  # `choose` under a live session: resume it on the new choice
+            actor = event.actor.id if event.actor else ""
+            work = WorkEvent(
+                delivery_id=f"{event.dedupe_key}:relaunch",
+                work_item=str(target),
+                text=text,
+                source=event.transport,
+                actor=actor,
+                kind=event.kind,
+            )
+            return self.dispatcher.relaunch(work)
+
+        return commands.execute(
+            self.config, self.registry, event, target, command, collaborator, spawn=spawn, relaunch=relaunch
+        )
 
     def _claimed_command(
         self, event: InboundEvent, target: WorkItemRef, command: str, collaborator: bool, entry: str = ""

@@ -150,6 +150,43 @@ class Dispatcher:
         )
         return recovered
 
+    def relaunch(self, event: WorkEvent) -> Outcome:
+        """The work item's choice changed under its live session: end the harness and resume the conversation on
+        the arguments the choice resolves to now, with ``event.text`` as the next turn (``session.choice_changed``).
+        Settled as ``choice-unchanged`` when they are what it runs on, and left alone (``cannot-relaunch``) when
+        its harness cannot resume a conversation: it takes the choice at its next respawn."""
+        if not self._claim(event.delivery_id):
+            return drop(event, "duplicate-delivery")
+        with locked(work_item_lock(self.config.state, event.work_item, "dispatch")):
+            record = self.registry.load(event.work_item)
+            own = record.own if record else None
+            if own is None or own.status != "active" or not own.tmux_target:
+                return drop(event, "no-session")
+            try:
+                adapter = adapter_for(own.harness or self.routing.default_harness, self.config)
+            except HarnessError as exc:
+                return fail(event, f"relaunch: {exc}", will_retry=False)
+            chosen = for_work_item(self.config, adapter, event.work_item, Path(own.cwd) if own.cwd else None)
+            if list(chosen.args) == own.harness_args:
+                return drop(event, "choice-unchanged")
+            if not adapter.capabilities.can_resume or not own.harness_session_id:
+                return drop(event, "cannot-relaunch", detail=f"{adapter.name} cannot resume this conversation")
+            ended = self.runner.terminate_harness(own.tmux_target, self.routing.tmux.harness_kill_grace_seconds)
+            if not ended.ok:
+                return fail(event, f"relaunch: {ended.error}", will_retry=False, tmux_target=own.tmux_target)
+            events.emit(
+                "session.choice_changed",
+                work_item=event.work_item,
+                harness=adapter.name,
+                tmux_target=own.tmux_target,
+                was=own.harness_args or None,
+                harness_args=list(chosen.args) or None,
+                model=chosen.model or None,
+                effort=chosen.effort or None,
+                actor=event.actor or None,
+            )
+            return self._respawn(event, event.work_item, own, clean(event.text))
+
     # --------------------------------------------------------------------------------------------- deliver
 
     def _deliver(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, text: str) -> Outcome:
