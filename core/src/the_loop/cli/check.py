@@ -55,6 +55,7 @@ def standing(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any]:
     """The report ``--format json`` prints (docs/cli.md documents every key)."""
     from the_loop.sessions import choices, workspace
     from the_loop.state import Corrupt, load_json
+    from the_loop.state.work_item_state import read as read_state
 
     unreadable: list[str] = []
     portable_path = config.store.path_for(ref)
@@ -76,8 +77,8 @@ def standing(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any]:
     if state_file is not None and state_file.is_file():
         if load_json(state_file) is Corrupt:
             unreadable.append(str(state_file))
-        else:
-            found = choices.current(config, ref)
+        else:  # the file just found: its checkout is not looked up a second time
+            found = read_state(state_file, ref, choices.allowed(config))
             problems = list(found.problems)
     control = _control(portable.get("control"))
     ended = portable.get("ended") if isinstance(portable.get("ended"), dict) else None
