@@ -103,6 +103,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("session.announce_failed", "the announcement could not be posted; the session runs regardless"),
     _t("session.work_item_missing", "the tracker answered 404 for the work item a session was announced on"),
     _t("session.awaiting_input", "the agent asked a question on its work item (the-loop ask): comment_id, no text"),
+    _t("question.answered", "a person's input reached a session with an open question: question, source, actor"),
     _t("routing.routed", "an event was resolved to its work item and its actor authorized"),
     _t("control.ambiguous", "a comment named two different commands: nothing executed, delivered as conversation"),
     _t("session.pr_linked", "a pull request was recorded on the work item it delivers (later events route by it)"),

@@ -35,6 +35,9 @@ def ask(ctx: click.Context, ref: WorkItemRef, question: str) -> None:
     text = getattr(decided, "question", "") or question
     comment_id = post_marked(config, ref, text)
     events.emit("session.awaiting_input", work_item=str(ref), comment_id=comment_id, kind="question")
+    from the_loop.sessions import operations
+
+    operations.ask(config, ref, text, comment_id)  # open until a person answers (the web control plane shows it)
     from the_loop import channels
 
     channels.publish(config, "session.awaiting_input", ref, text=text, source="agent")

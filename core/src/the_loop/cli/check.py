@@ -16,15 +16,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from the_loop.command import FORMAT_OPTION, app, parse_work_item, print_json
+from the_loop.sessions import standing
 
 if TYPE_CHECKING:
-    from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
-    from the_loop.state.registry import SessionRecord
-
-STATES = ("not-tracked", "idle", "armed", "paused", "disarmed", "parked", "running", "ended", "archived")
-ARMING = {"start": "armed", "resume": "armed", "pause": "paused", "stop": "disarmed", "cleanup": "disarmed"}
-_TEXT_CAP = 300  # a parked reason or an actor from an agent-writable file is a line, not a document
 
 
 @click.command()
@@ -36,7 +31,7 @@ def check(ctx: click.Context, ref: WorkItemRef, output_format: str) -> None:
     ended (ARCHIVED — <outcome> once cleanup removed its checkout). Reads records only; exit 1 when one is
     unreadable."""
     config = app(ctx).config(source="cli")
-    report = standing(config, ref)
+    report = standing.standing(config, ref)
     if output_format == "json":
         print_json(report)
     else:
@@ -48,146 +43,6 @@ def check(ctx: click.Context, ref: WorkItemRef, output_format: str) -> None:
         sys.exit(1)
 
 
-# ------------------------------------------------------------------------------------------------- reading
-
-
-def standing(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any]:
-    """The report ``--format json`` prints (docs/cli.md documents every key)."""
-    from the_loop.sessions import choices, workspace
-    from the_loop.state import Corrupt, load_json
-    from the_loop.state.work_item_state import read as read_state
-
-    unreadable: list[str] = []
-    portable_path = config.store.path_for(ref)
-    portable: dict[str, Any] = {}
-    if load_json(portable_path) is Corrupt:
-        unreadable.append(str(portable_path))
-    else:
-        portable = config.store.read(ref) or {}
-    local_path = config.registry.path(str(ref))
-    record = None
-    if load_json(local_path) is Corrupt:
-        unreadable.append(str(local_path))
-    else:
-        record = config.registry.load(str(ref))
-    checkouts = workspace.checkout_paths(config, ref)
-    state_file = choices.state_path(config, ref)
-    found = None
-    problems: list[str] = []
-    if state_file is not None and state_file.is_file():
-        if load_json(state_file) is Corrupt:
-            unreadable.append(str(state_file))
-        else:  # the file just found: its checkout is not looked up a second time
-            found = read_state(state_file, ref, choices.allowed(config))
-            problems = list(found.problems)
-    control = _control(portable.get("control"))
-    ended = portable.get("ended") if isinstance(portable.get("ended"), dict) else None
-    endpoints = _endpoints(config, ref, record)
-    parked = _parked(found.parked) if found is not None and found.phase == "phase-selection" else None
-    report: dict[str, Any] = {
-        "workItem": str(ref),
-        "state": "",
-        "headline": "",
-        "control": control,
-        "parked": parked,
-        "phase": found.phase if found is not None else "",
-        "choices": _choices(found),
-        "pullRequests": [{"ref": r.ref, "url": r.url, "state": r.state} for r in found.pull_requests] if found else [],
-        "endpoints": endpoints,
-        "ended": ended,
-        "checkout": str(checkouts[0]) if checkouts else None,
-        "stateFile": str(state_file) if state_file is not None and state_file.is_file() else None,
-        "unreadable": unreadable,
-        "problems": problems,
-    }
-    tracked = bool(record is not None or any(key not in ("ref", "url") for key in portable) or found is not None)
-    report["state"] = _state(report, tracked, archived=ended is not None and not checkouts and record is None)
-    report["headline"] = _headline(report)
-    return report
-
-
-def _state(report: dict[str, Any], tracked: bool, *, archived: bool) -> str:
-    if report["ended"] is not None:
-        return "archived" if archived else "ended"
-    live = [e for e in report["endpoints"] if e["status"] in ("active", "paused")]
-    if any(not _binding(report["workItem"], endpoint) for endpoint in live):
-        return "running"
-    if report["parked"] is not None:
-        return "parked"
-    command = (report["control"] or {}).get("command", "")
-    if command in ARMING:
-        return ARMING[command]
-    return "idle" if tracked else "not-tracked"
-
-
-def _headline(report: dict[str, Any]) -> str:
-    state = report["state"]
-    if state in ("ended", "archived"):
-        return f"{state.upper()} — {report['ended'].get('outcome') or 'unknown'}"
-    if state == "parked":
-        return f"PARKED at the {report['parked']['gate']} gate"
-    return state.upper().replace("-", " ")
-
-
-def _text(value: object) -> str:
-    return value[:_TEXT_CAP] if isinstance(value, str) else ""
-
-
-def _control(found: object) -> dict[str, str] | None:
-    if not isinstance(found, dict) or not isinstance(found.get("command"), str):
-        return None
-    return {key: _text(found.get(key)) for key in ("command", "source", "actor", "requestedAt", "note")}
-
-
-def _parked(found: dict[str, Any] | None) -> dict[str, str] | None:
-    """The gate's own keys, as text: the file is agent-writable, so nothing else in ``parked`` is shown."""
-    if not found:
-        return None
-    return {key: _text(found.get(key)) for key in ("gate", "reason", "since", "comment") if _text(found.get(key))}
-
-
-def _choices(found: Any) -> dict[str, Any]:
-    if found is None:
-        return {}
-    from the_loop.sessions.closing.terminal import selections
-
-    return selections(found)
-
-
-def _endpoints(config: LoadedConfig, ref: WorkItemRef, record: SessionRecord | None) -> list[dict[str, Any]]:
-    """Each endpoint as recorded; a live one's pane probed with one tmux call for all of them."""
-    if record is None:
-        return []
-    from the_loop.sessions.tmux import runner_for
-
-    runner = runner_for(config)
-    live = [endpoint for endpoint in record.sessions.values() if endpoint.live and endpoint.tmux_target]
-    panes = runner.probe_all() if live else {}
-    prefix = " ".join(runner.command_prefix)
-    rows = []
-    for name, endpoint in sorted(record.sessions.items(), key=lambda item: (item[0] != str(ref), item[0])):
-        target = endpoint.tmux_target
-        pane = None
-        if endpoint.live and target:
-            pane = "unknown" if panes is None else panes.get(target, "absent")
-        read_only = "-r " if endpoint.status == "closed" else ""
-        rows.append(
-            {
-                "ref": name,
-                "harness": endpoint.harness,
-                "harnessSessionId": endpoint.harness_session_id,
-                "model": endpoint.model,
-                "effort": endpoint.effort,
-                "status": endpoint.status,
-                "pane": pane,
-                "tmuxTarget": target,
-                "cwd": endpoint.cwd,
-                "attach": f"{prefix} attach-session {read_only}-t ={target}" if target else "",
-            }
-        )
-    return rows
-
-
 # ------------------------------------------------------------------------------------------------- text
 
 
@@ -196,7 +51,7 @@ def render(report: dict[str, Any]) -> list[str]:
     lines = [f"{report['workItem']}: {report['headline']}"]
     control = report["control"]
     if control:
-        state = ARMING.get(control["command"], "control")
+        state = standing.ARMING.get(control["command"], "control")
         by = f" by {control['actor']}" if control["actor"] else ""
         lines.append(f"  {state}: {control['command']}{by} ({control['source'] or '-'}) at {control['requestedAt']}")
     if report["state"] == "not-tracked":
@@ -232,17 +87,12 @@ def _choice_text(found: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _binding(work_item: str, endpoint: dict[str, Any]) -> bool:
-    """A pull request recorded on the work item's session with no session of its own (no tmux, no conversation)."""
-    return endpoint["ref"] != work_item and not endpoint["tmuxTarget"] and not endpoint["harnessSessionId"]
-
-
 def _endpoint_lines(work_item: str, endpoint: dict[str, Any]) -> list[str]:
     own = endpoint["ref"] == work_item
     model = ", ".join(value for value in (endpoint["model"], endpoint["effort"]) if value)
     harness = f"{endpoint['harness'] or '-'}{f' ({model})' if model else ''}"
     status = endpoint["status"] + (f", pane {endpoint['pane']}" if endpoint["pane"] else "")
-    if _binding(work_item, endpoint):
+    if standing.binding(work_item, endpoint):
         return [f"  pull request {endpoint['ref']}: bound, its events reach the work item's session"]
     lines = [f"  {'session' if own else 'pull request session'} {endpoint['ref']}: {harness}, {status}"]
     if not endpoint["tmuxTarget"]:

@@ -18,13 +18,13 @@ import uuid
 from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.hooks import lifecycle
 from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
-from the_loop.sessions import endpoints, gate
+from the_loop.sessions import endpoints, gate, operations
 from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir
 from the_loop.sessions.launch import Launcher
 from the_loop.sessions.models import for_work_item, launch_fields
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import WorkEvent
     from the_loop.state.work_item_state import WorkItemState
+
+# What a person writes: delivered into a session, it answers the agent's open question (`the-loop ask`).
+ANSWERING_KINDS = ("comment", "review", "review-comment", "reply", "text")
 
 
 class Dispatcher:
@@ -215,15 +218,29 @@ class Dispatcher:
     def _record_delivery(self, event: WorkEvent, endpoint_ref: str, target: str = "") -> None:
         """``target``: the live session delivered into, recorded when the endpoint has none yet (it heals)."""
 
+        taken: dict[str, Any] | None = None
+
         def change(record: SessionRecord) -> None:
+            nonlocal taken
             endpoint = record.sessions.get(endpoint_ref)
             if endpoint is not None:
                 endpoint.last_event_at = now_iso()
                 endpoint.remember(event.delivery_id)
                 if target and not endpoint.tmux_target:
                     endpoint.tmux_target = target
+            if event.actor and event.source != "agent" and event.kind in ANSWERING_KINDS:
+                taken = operations.answered(record)  # a person's words reached the session: the question is answered
 
         self.registry.update(event.work_item, change)
+        if taken is not None:
+            events.emit(
+                "question.answered",
+                work_item=event.work_item,
+                question=taken.get("id"),
+                source=event.source,
+                actor=event.actor,
+                delivery_id=event.delivery_id,
+            )
 
     # --------------------------------------------------------------------------------------------- respawn
 

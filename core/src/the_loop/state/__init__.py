@@ -204,6 +204,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("local", "workItem", "derived", "whose sessions these are"),
     Attribute("local", "sessions", "machine-handle", "one session per ref: harness, conversation id, cwd, tmux"),
     Attribute("local", "channels", "machine-handle", "what this machine last read of each thread (cursors)"),
+    Attribute("local", "question", "machine-handle", "the agent's open question (the-loop ask) until a person answers"),
 )
 
 # Which kinds may live in which file: a machine handle must never reach a tracked file.

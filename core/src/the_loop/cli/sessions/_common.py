@@ -13,6 +13,7 @@ from the_loop.command import parse_work_item
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
+    from the_loop.sessions.operations import Done
 
 
 WORK_ITEM = click.option(
@@ -44,6 +45,21 @@ def control_event(ref: WorkItemRef, command: str, effect: str, **fields: Any) ->
     events.emit(
         "control.command", work_item=str(ref), command=command, source="cli", actor=operator(), effect=effect, **fields
     )
+
+
+def report(done: Done) -> None:
+    """Print an operation's outcome the CLI way: its line on stdout, or ``error:`` on stderr and exit 1; its
+    warnings on stderr."""
+    import sys
+
+    if done.ok:
+        click.echo(done.message)
+    else:
+        click.echo(f"error: {done.message}", err=True)
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not done.ok:
+        sys.exit(1)
 
 
 def ticket_comment(config: LoadedConfig, ref: WorkItemRef, text: str) -> None:

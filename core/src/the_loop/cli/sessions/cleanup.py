@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli.sessions._common import WORK_ITEM, control_event, operator, ticket_comment
+from the_loop.cli.sessions._common import WORK_ITEM, operator
 from the_loop.command import FORMAT_OPTION, app, print_json
 
 if TYPE_CHECKING:
@@ -29,13 +29,11 @@ def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool | None, output_f
     local record, whatever the keep settings say; keep its portable record, with `cleanup` as its last control
     command so no event spawns it again. Touches nothing remote unless --comment (or routing.cleanup.comment) asks
     for a comment on the ticket. Exit 1 when a step failed."""
-    from the_loop.sessions.closing import cleanup as cleanup_item
+    from the_loop.sessions import operations
 
     config = app(ctx).config(source="sessions")
-    if comment is None:
-        comment = config.core.routing.cleanup.comment
-    report = cleanup_item(config, ref, actor=operator(), source="cli")
-    control_event(ref, "cleanup", "partial" if report.errors else "cleaned", endpoints=report.endpoints or None)
+    done = operations.cleanup(config, ref, source="cli", actor=operator(), comment=comment)
+    report = done.result
     if output_format == "json":
         print_json(report.to_dict())
     elif not report.found:
@@ -52,11 +50,8 @@ def cleanup(ctx: click.Context, ref: WorkItemRef, comment: bool | None, output_f
             elif item == "session":
                 click.echo("  deleted its local session record")
         click.echo("  kept its portable record; its control command is now cleanup")
-    for error in report.errors:
-        click.echo(f"error: cleanup of {ref}: {error}", err=True)
-    if comment:
-        ticket_comment(
-            config, ref, f"the-loop: {operator() or 'an operator'} cleaned up this work item's local resources."
-        )
-    if report.errors:
+    for warning in done.warnings:
+        prefix = "error" if warning.startswith("cleanup of ") else "warning"
+        click.echo(f"{prefix}: {warning}", err=True)
+    if not done.ok:
         sys.exit(1)

@@ -1,0 +1,214 @@
+"""Where a work item stands, from its records alone: ``the-loop check`` and the web control plane read it here.
+
+:func:`standing` reads the three per-item files — the portable record, this machine's session record and the
+checkout's ``work-item-state.json`` — and at most one tmux call (``list-panes -a``, only when a live session is
+recorded). :func:`classify` is the one rule that names the state, so ``check`` and the web's list agree. Nothing
+here asks a ticket provider anything or writes a file.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.refs import WorkItemRef
+    from the_loop.state.registry import Endpoint, SessionRecord
+
+STATES = ("not-tracked", "idle", "armed", "paused", "disarmed", "parked", "running", "ended", "archived")
+ARMING = {"start": "armed", "resume": "armed", "pause": "paused", "stop": "disarmed", "cleanup": "disarmed"}
+_TEXT_CAP = 300  # a parked reason or an actor from an agent-writable file is a line, not a document
+
+
+def standing(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any]:
+    """The report ``--format json`` prints (docs/cli.md documents every key)."""
+    from the_loop.sessions import choices, workspace
+    from the_loop.state import Corrupt, load_json
+    from the_loop.state.work_item_state import read as read_state
+
+    unreadable: list[str] = []
+    portable_path = config.store.path_for(ref)
+    portable: dict[str, Any] = {}
+    if load_json(portable_path) is Corrupt:
+        unreadable.append(str(portable_path))
+    else:
+        portable = config.store.read(ref) or {}
+    local_path = config.registry.path(str(ref))
+    record = None
+    if load_json(local_path) is Corrupt:
+        unreadable.append(str(local_path))
+    else:
+        record = config.registry.load(str(ref))
+    checkouts = workspace.checkout_paths(config, ref)
+    state_file = choices.state_path(config, ref)
+    found = None
+    problems: list[str] = []
+    if state_file is not None and state_file.is_file():
+        if load_json(state_file) is Corrupt:
+            unreadable.append(str(state_file))
+        else:  # the file just found: its checkout is not looked up a second time
+            found = read_state(state_file, ref, choices.allowed(config))
+            problems = list(found.problems)
+    control = _control(portable.get("control"))
+    ended = portable.get("ended") if isinstance(portable.get("ended"), dict) else None
+    endpoints = _endpoints(config, ref, record)
+    parked = _parked(found.parked) if found is not None and found.phase == "phase-selection" else None
+    report: dict[str, Any] = {
+        "workItem": str(ref),
+        "state": "",
+        "headline": "",
+        "control": control,
+        "parked": parked,
+        "phase": found.phase if found is not None else "",
+        "choices": _choices(found),
+        "pullRequests": [{"ref": r.ref, "url": r.url, "state": r.state} for r in found.pull_requests] if found else [],
+        "endpoints": endpoints,
+        "ended": ended,
+        "checkout": str(checkouts[0]) if checkouts else None,
+        "stateFile": str(state_file) if state_file is not None and state_file.is_file() else None,
+        "unreadable": unreadable,
+        "problems": problems,
+    }
+    tracked = bool(record is not None or any(key not in ("ref", "url") for key in portable) or found is not None)
+    report["state"] = classify(report, tracked, archived=ended is not None and not checkouts and record is None)
+    report["headline"] = _headline(report)
+    return report
+
+
+def classify(report: dict[str, Any], tracked: bool, *, archived: bool) -> str:
+    """The state (one of :data:`STATES`) of a report with ``ended``, ``endpoints``, ``parked`` and ``control``."""
+    if report["ended"] is not None:
+        return "archived" if archived else "ended"
+    live = [e for e in report["endpoints"] if e["status"] in ("active", "paused")]
+    if any(not binding(report["workItem"], endpoint) for endpoint in live):
+        return "running"
+    if report["parked"] is not None:
+        return "parked"
+    command = (report["control"] or {}).get("command", "")
+    if command in ARMING:
+        return ARMING[command]
+    return "idle" if tracked else "not-tracked"
+
+
+def _headline(report: dict[str, Any]) -> str:
+    state = report["state"]
+    if state in ("ended", "archived"):
+        return f"{state.upper()} — {report['ended'].get('outcome') or 'unknown'}"
+    if state == "parked":
+        return f"PARKED at the {report['parked']['gate']} gate"
+    return state.upper().replace("-", " ")
+
+
+def _text(value: object) -> str:
+    return value[:_TEXT_CAP] if isinstance(value, str) else ""
+
+
+def _control(found: object) -> dict[str, str] | None:
+    if not isinstance(found, dict) or not isinstance(found.get("command"), str):
+        return None
+    return {key: _text(found.get(key)) for key in ("command", "source", "actor", "requestedAt", "note")}
+
+
+def _parked(found: dict[str, Any] | None) -> dict[str, str] | None:
+    """The gate's own keys, as text: the file is agent-writable, so nothing else in ``parked`` is shown."""
+    if not found:
+        return None
+    return {key: _text(found.get(key)) for key in ("gate", "reason", "since", "comment") if _text(found.get(key))}
+
+
+def _choices(found: Any) -> dict[str, Any]:
+    if found is None:
+        return {}
+    from the_loop.sessions.closing.terminal import selections
+
+    return selections(found)
+
+
+def _endpoints(config: LoadedConfig, ref: WorkItemRef, record: SessionRecord | None) -> list[dict[str, Any]]:
+    """Each endpoint as recorded; a live one's pane probed with one tmux call for all of them."""
+    if record is None:
+        return []
+    from the_loop.sessions.tmux import runner_for
+
+    runner = runner_for(config)
+    live = [endpoint for endpoint in record.sessions.values() if endpoint.live and endpoint.tmux_target]
+    panes = runner.probe_all() if live else {}
+    prefix = " ".join(runner.command_prefix)
+    rows = []
+    for name, endpoint in _ordered(record, str(ref)):
+        pane = None
+        if endpoint.live and endpoint.tmux_target:
+            pane = "unknown" if panes is None else panes.get(endpoint.tmux_target, "absent")
+        rows.append(_endpoint_row(name, endpoint, pane, prefix))
+    return rows
+
+
+def _ordered(record: SessionRecord, work_item: str) -> list[tuple[str, Endpoint]]:
+    """The work item's own endpoint first, then its pull requests' by ref."""
+    return sorted(record.sessions.items(), key=lambda item: (item[0] != work_item, item[0]))
+
+
+def _endpoint_row(name: str, endpoint: Endpoint, pane: str | None, prefix: str) -> dict[str, Any]:
+    target = endpoint.tmux_target
+    read_only = "-r " if endpoint.status == "closed" else ""
+    return {
+        "ref": name,
+        "harness": endpoint.harness,
+        "harnessSessionId": endpoint.harness_session_id,
+        "model": endpoint.model,
+        "effort": endpoint.effort,
+        "status": endpoint.status,
+        "pane": pane,
+        "tmuxTarget": target,
+        "cwd": endpoint.cwd,
+        "lastEventAt": endpoint.last_event_at,
+        "attach": f"{prefix} attach-session {read_only}-t ={target}" if target else "",
+    }
+
+
+def summary(
+    config: LoadedConfig, work_item: str, portable: dict[str, Any], record: SessionRecord | None
+) -> dict[str, Any]:
+    """One row of a list of work items, from its portable and session records as already read. No tmux call;
+    the checkout's ``work-item-state.json`` is read only for an armed item with no live session (the one case
+    where it may be parked at the start gate), so a list of 10,000 items costs what their two records do."""
+    endpoints = [_endpoint_row(name, e, None, "") for name, e in _ordered(record, work_item)] if record else []
+    report: dict[str, Any] = {
+        "workItem": work_item,
+        "url": portable.get("url") if isinstance(portable.get("url"), str) else "",
+        "control": _control(portable.get("control")),
+        "ended": portable.get("ended") if isinstance(portable.get("ended"), dict) else None,
+        "endpoints": endpoints,
+        "parked": None,
+    }
+    live = any(e["status"] in ("active", "paused") and not binding(work_item, e) for e in endpoints)
+    if report["ended"] is None and not live and ARMING.get((report["control"] or {}).get("command", "")) == "armed":
+        report["parked"] = _parked_of(config, work_item)
+    report["state"] = classify(report, True, archived=False)
+    own = endpoints[0] if endpoints and endpoints[0]["ref"] == work_item else None
+    question = record.extra.get("question") if record is not None else None
+    report["session"] = own
+    report["question"] = question if isinstance(question, dict) else None
+    report["lastActivity"] = max((e["lastEventAt"] or "" for e in endpoints), default="") or None
+    return report
+
+
+def _parked_of(config: LoadedConfig, work_item: str) -> dict[str, str] | None:
+    from the_loop.refs import RefError, parse_ref
+    from the_loop.sessions import choices
+    from the_loop.state.work_item_state import read as read_state
+
+    try:
+        ref = parse_ref(work_item)
+    except RefError:
+        return None
+    path = choices.state_path(config, ref)
+    if path is None or not path.is_file():
+        return None
+    found = read_state(path, ref, choices.allowed(config))
+    return _parked(found.parked) if found.phase == "phase-selection" else None
+
+
+def binding(work_item: str, endpoint: dict[str, Any]) -> bool:
+    """A pull request recorded on the work item's session with no session of its own (no tmux, no conversation)."""
+    return endpoint["ref"] != work_item and not endpoint["tmuxTarget"] and not endpoint["harnessSessionId"]
