@@ -116,6 +116,8 @@ class ServiceSpec:
     problems: tuple[str, ...] = ()
     owner: str = "core"
     ingress: bool = False  # takes events in: it runs the router, the web terminal and the tmux preflight
+    url: str = ""  # where a served service answers (status shows it and asks ``url + health``)
+    health: str = ""  # the path of its health route, asked only while it runs
 
 
 # -------------------------------------------------------------------------------------------------- setup

@@ -50,6 +50,14 @@ EXPORTS: dict[str, str] = {
     "channels": "the_loop.channels",
     "outbox": "the_loop.channels.outbox",
     "run_in_foreground": "the_loop.daemon:run",
+    # A control surface of its own (the web plugin): one HTTP server stack, and an operator's actions and views.
+    "serve_http": "the_loop.ingress.server:run_app",
+    "read_body": "the_loop.ingress.server:read_body",
+    "operations": "the_loop.sessions.operations",
+    "standing": "the_loop.sessions.standing",
+    "runner_for": "the_loop.sessions.tmux:runner_for",
+    "atomic_write_json": "the_loop.state:atomic_write_json",
+    "quarantine_if_corrupt": "the_loop.state:quarantine_if_corrupt",
 }
 
 __all__ = sorted(EXPORTS)
@@ -65,22 +73,26 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
     from the_loop.daemon import run as run_in_foreground  # noqa: F401
     from the_loop.inbox import Inbox  # noqa: F401
     from the_loop.ingress.poller import LEDGER_CHECKS_PER_CYCLE, PollClocks, ledger_only_due  # noqa: F401
+    from the_loop.ingress.server import read_body  # noqa: F401
+    from the_loop.ingress.server import run_app as serve_http  # noqa: F401
     from the_loop.ingress.signing import signed_by  # noqa: F401
-    from the_loop.sessions import closing, workspace  # noqa: F401
+    from the_loop.sessions import closing, operations, standing, workspace  # noqa: F401
     from the_loop.sessions.harness import (  # noqa: F401
         HarnessError,
         harness_environ,
         harness_findings,
         valid_session_id,
     )
-    from the_loop.sessions.tmux import unframed  # noqa: F401
+    from the_loop.sessions.tmux import runner_for, unframed  # noqa: F401
     from the_loop.state import (  # noqa: F401
         Corrupt,
         StateError,
         atomic_write_bytes,
+        atomic_write_json,
         dump_json,
         load_json,
         locked,
+        quarantine_if_corrupt,
         read_json,
     )
     from the_loop.state.registry import SessionRegistry  # noqa: F401

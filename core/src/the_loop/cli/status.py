@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from the_loop.config import ConfigRef
     from the_loop.daemon.services import StatusInputs
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 @click.command()
@@ -135,7 +135,17 @@ def _dump(inputs: StatusInputs) -> dict[str, Any]:
         "webTerminal": inputs.web_terminal,
         "warnings": list(inputs.warnings),
         "specs": [  # never their problems (see remembered)
-            [spec.name, spec.enabled, spec.enabled_by, str(spec.pidfile), str(spec.logfile), spec.run, spec.owner]
+            [
+                spec.name,
+                spec.enabled,
+                spec.enabled_by,
+                str(spec.pidfile),
+                str(spec.logfile),
+                spec.run,
+                spec.owner,
+                spec.url,
+                spec.health,
+            ]
             for spec in inputs.specs
         ],
     }
@@ -148,8 +158,10 @@ def _load(data: dict[str, Any]) -> StatusInputs:
 
     root, registry_dir, event_log, gh_webhook_pidfile = data["state"]
     specs = [
-        ServiceSpec(name, bool(enabled), enabled_by, Path(pidfile), Path(logfile), run, owner=owner)
-        for name, enabled, enabled_by, pidfile, logfile, run, owner in data["specs"]
+        ServiceSpec(
+            name, bool(enabled), enabled_by, Path(pidfile), Path(logfile), run, owner=owner, url=url, health=health
+        )
+        for name, enabled, enabled_by, pidfile, logfile, run, owner, url, health in data["specs"]
     ]
     return StatusInputs(
         config_path=Path(data["configPath"]),

@@ -289,6 +289,8 @@ def status_report(inputs: StatusInputs) -> dict[str, Any]:
             "lastCycleAt": None,
             "lastCycle": None,
             "intervalSeconds": None,
+            "url": spec.url or None,
+            "health": probe_health(spec.url + spec.health) if running and spec.url and spec.health else None,
         }
         if spec.name == POLLER and heartbeat is not None:
             row["startedAt"] = heartbeat.get("startedAt")
@@ -306,6 +308,35 @@ def status_report(inputs: StatusInputs) -> dict[str, Any]:
         "channelBacklog": _channel_backlog(inputs.state),
         "webTerminal": _web_terminal(inputs),
     }
+
+
+def probe_health(url: str, timeout: float = 0.5) -> str:
+    """``ok``, ``status <n>`` or ``unreachable``: one GET of a served service's health route. Its own certificate
+    is not checked (often self-signed): the answer carries nothing but the status."""
+    import http.client
+    import ssl
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1" if host == "0.0.0.0" else "::1"  # a wildcard bind answers on loopback
+    if parts.scheme == "https":
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+            host, port, timeout=timeout, context=context
+        )
+    else:
+        connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.request("GET", parts.path or "/")
+        status = connection.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return "unreachable"
+    finally:
+        connection.close()
+    return "ok" if status == 200 else f"status {status}"
 
 
 def _web_terminal(inputs: StatusInputs) -> dict[str, str] | None:
@@ -436,6 +467,8 @@ def format_status(report: dict[str, Any], config_found: bool) -> list[str]:
         )
     for row in report["services"]:
         lines.append(f"{row['service']:<{NAME_WIDTH}} {service_state(row)}")
+        if row.get("url") and row["running"]:
+            lines.append(INDENT + f"url:        {row['url']} (health: {row['health'] or 'unknown'})")
         lines.extend(INDENT + f"problem:    {problem}" for problem in row["problems"])
         if row["service"] == POLLER:
             lines.extend(heartbeat_lines(row))

@@ -175,8 +175,11 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(server: uvicorn.Server, sock: socket.socket, ctx: ServiceContext, routes: list[str]) -> None:
-    """Serve until ``ctx.should_stop()`` (polled every 0.1 s), or right after start-up when ``ctx.once``."""
+async def serve(
+    server: uvicorn.Server, sock: socket.socket, ctx: ServiceContext, announce: Callable[[str, int], None]
+) -> None:
+    """Serve until ``ctx.should_stop()`` (polled every 0.1 s), or right after start-up when ``ctx.once``;
+    ``announce(host, port)`` once the server listens."""
 
     async def watch() -> None:
         announced = False
@@ -184,16 +187,7 @@ async def serve(server: uvicorn.Server, sock: socket.socket, ctx: ServiceContext
             if server.started and not announced:
                 announced = True
                 host, port = sock.getsockname()[:2]
-                hook = ctx.config.core.webhooks.gh_webhook
-                events.emit(
-                    "server.started",
-                    host=host,
-                    port=port,
-                    routes=routes,
-                    path=hook.path,
-                    routing=ctx.config.core.routing.enabled,
-                    verifying_signatures=not hook.allow_unsigned,
-                )
+                announce(host, port)
             if ctx.should_stop() or (ctx.once and server.started):
                 server.should_exit = True
             await asyncio.sleep(0.1)
@@ -338,29 +332,66 @@ def guarded_protocol(max_per_peer: int) -> type[Any]:
     return GuardedProtocol
 
 
+def run_app(
+    ctx: ServiceContext,
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    max_concurrency: int,
+    announce: Callable[[str, int], None],
+    tls: tuple[str, str] | None = None,
+    websockets: bool = False,
+) -> None:
+    """Serve ``app`` on ``host:port`` until the service is told to stop: the one server stack of every HTTP
+    service (the webhook receiver, the web control plane), with its guards, timeouts and graceful shutdown.
+    ``tls`` is ``(certfile, keyfile)``; ``websockets`` serves WebSocket routes (through the ``websockets``
+    package, which the service that asks for them depends on)."""
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            http=guarded_protocol(max(1, max_concurrency // 2)),
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            limit_concurrency=max_concurrency,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            ssl_certfile=tls[0] if tls else None,
+            ssl_keyfile=tls[1] if tls else None,
+            ws="websockets-sansio" if websockets else "none",
+        )
+    )
+    if tls:
+        server.config.load()  # the certificate is read before the socket is taken: a bad one fails start-up
+    sock = bind(host, port)
+    try:
+        _run_loop(serve(server, sock, ctx, announce))
+    finally:
+        sock.close()
+
+
 def run_service(ctx: ServiceContext) -> None:
     """The ``gh-webhook`` service's target: core's HTTP server with every installed webhook ingress."""
     hook = ctx.config.core.webhooks.gh_webhook
     ingresses = [item for item in ctx.config.host.ingresses(ctx.config) if isinstance(item, WebhookIngress)]
     app = build_app(ingresses, max_body_bytes=hook.max_body_bytes, read_timeout=hook.request_timeout_seconds)
     routes = [route.path for route in app.routes if isinstance(route, Route)]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            http=guarded_protocol(max(1, hook.max_concurrency // 2)),
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            server_header=False,
-            limit_concurrency=hook.max_concurrency,
-            timeout_keep_alive=KEEP_ALIVE_SECONDS,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+
+    def announce(host: str, port: int) -> None:
+        events.emit(
+            "server.started",
+            host=host,
+            port=port,
+            routes=routes,
+            path=hook.path,
+            routing=ctx.config.core.routing.enabled,
+            verifying_signatures=not hook.allow_unsigned,
         )
-    )
-    sock = bind(hook.host, hook.port)
+
     try:
-        _run_loop(serve(server, sock, ctx, routes))
+        run_app(ctx, app, host=hook.host, port=hook.port, max_concurrency=hook.max_concurrency, announce=announce)
     finally:
-        sock.close()
         events.emit("server.stopped", host=hook.host, port=hook.port)

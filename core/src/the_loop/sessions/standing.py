@@ -167,7 +167,7 @@ def _endpoint_row(name: str, endpoint: Endpoint, pane: str | None, prefix: str) 
 
 
 def summary(
-    config: LoadedConfig, work_item: str, portable: dict[str, Any], record: SessionRecord | None
+    config: LoadedConfig, work_item: str, portable: dict[str, Any], record: SessionRecord | dict[str, Any] | None
 ) -> dict[str, Any]:
     """One row of a list of work items, from its portable and session records as already read. No tmux call;
     the checkout's ``work-item-state.json`` is read only for an armed item with no live session (the one case
@@ -212,3 +212,90 @@ def _parked_of(config: LoadedConfig, work_item: str) -> dict[str, str] | None:
 def binding(work_item: str, endpoint: dict[str, Any]) -> bool:
     """A pull request recorded on the work item's session with no session of its own (no tmux, no conversation)."""
     return endpoint["ref"] != work_item and not endpoint["tmuxTarget"] and not endpoint["harnessSessionId"]
+
+
+class Catalog:
+    """Every work item this machine knows — a portable record, a session record, or both — as :func:`summary`
+    rows, for a process that answers lists again and again (the web control plane). Each file is parsed once per
+    change: a listing scans the two record directories and re-reads only files whose inode, mtime or size moved,
+    so at 10,000 items a listing costs two ``scandir`` passes."""
+
+    def __init__(self, config: LoadedConfig) -> None:
+        self.config = config
+        self._files: dict[str, tuple[tuple[int, int, int], dict[str, Any] | None]] = {}
+        self._rows: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+    def _read(self, path: str, key: tuple[int, int, int]) -> dict[str, Any] | None:
+        from pathlib import Path
+
+        from the_loop.state import load_json
+
+        hit = self._files.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        found = load_json(Path(path))
+        value = found if isinstance(found, dict) else None
+        self._files[path] = (key, value)
+        return value
+
+    def _scan(
+        self, directory: Any, field: str, seen: set[str]
+    ) -> dict[str, tuple[tuple[int, int, int], dict[str, Any]]]:
+        import os
+        import stat
+
+        from the_loop.state import is_record_name
+        from the_loop.state.registry import canonical
+
+        found: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        try:
+            scanner = os.scandir(directory)
+        except FileNotFoundError:
+            return found
+        with scanner:
+            for entry in scanner:
+                if not is_record_name(entry.name):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                key = (info.st_ino, info.st_mtime_ns, info.st_size)
+                seen.add(entry.path)
+                data = self._read(entry.path, key)
+                ref = data.get(field) if data is not None else None
+                if isinstance(ref, dict):  # a version-1 session record names its item in a block
+                    ref = ref.get("ref")
+                if isinstance(ref, str) and ref:
+                    found[canonical(ref)] = (key, data)  # type: ignore[assignment]
+        return found
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every known work item's summary, newest activity first (then by ref)."""
+        seen: set[str] = set()
+        portable = self._scan(self.config.state.portable_dir, "ref", seen)
+        local = self._scan(self.config.state.local_dir, "workItem", seen)
+        for gone in self._files.keys() - seen:
+            del self._files[gone]
+        rows = []
+        for ref in portable.keys() | local.keys():
+            p_key, p_data = portable.get(ref, (None, {}))
+            l_key, l_data = local.get(ref, (None, None))
+            key = (p_key, l_key)
+            hit = self._rows.get(ref)
+            if hit is None or hit[0] != key or _may_park(hit[1]):
+                hit = (key, summary(self.config, ref, p_data or {}, l_data))
+                self._rows[ref] = hit
+            rows.append(hit[1])
+        for gone in self._rows.keys() - (portable.keys() | local.keys()):
+            del self._rows[gone]
+        rows.sort(key=lambda row: row["workItem"])
+        rows.sort(key=lambda row: row["lastActivity"] or "", reverse=True)
+        return rows
+
+
+def _may_park(row: dict[str, Any]) -> bool:
+    """A row whose state hangs on the checkout's file as well (armed, no live session): read again each time."""
+    return row["state"] in ("armed", "parked")

@@ -497,6 +497,21 @@ class TmuxRunner:
             states[name] = "live" if dead != "1" or states.get(name) == "live" else "dead"
         return states
 
+    def activity_all(self) -> dict[str, float] | None:
+        """When each session's pane last printed anything (``#{window_activity}``, epoch seconds), in one tmux
+        call; None when tmux did not answer."""
+        answer = self._run(["list-windows", "-a", "-F", "#{session_name} #{window_activity}"])
+        if answer is None:
+            return None
+        if answer.returncode != 0:
+            return {}
+        found: dict[str, float] = {}
+        for line in answer.stdout.decode(errors="replace").splitlines():
+            name, _, when = line.rpartition(" ")
+            if when.isdigit():
+                found[name] = max(found.get(name, 0.0), float(when))
+        return found
+
     def list_sessions(self) -> list[str]:
         """Every session name on the server (none when no server runs); :class:`TmuxError` if tmux did not answer."""
         answer = self._run(["list-sessions", "-F", "#{session_name}"])
