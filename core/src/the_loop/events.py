@@ -165,7 +165,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("hooks.refused", "a lifecycle hook refused at its point (reason)"),
 )
 
-SOURCES = ("cli", "gh-webhook", "poller", "poll", "sessions", "service", "channels", "slack-listener")
+SOURCES = ("cli", "gh-webhook", "poller", "poll", "sessions", "service", "channels", "slack-listener", "web")
 
 
 class _Log:

@@ -172,6 +172,10 @@ def summary(
     """One row of a list of work items, from its portable and session records as already read. No tmux call;
     the checkout's ``work-item-state.json`` is read only for an armed item with no live session (the one case
     where it may be parked at the start gate), so a list of 10,000 items costs what their two records do."""
+    if isinstance(record, dict):
+        from the_loop.state.registry import SessionRecord
+
+        record = SessionRecord.from_dict(record)
     endpoints = [_endpoint_row(name, e, None, "") for name, e in _ordered(record, work_item)] if record else []
     report: dict[str, Any] = {
         "workItem": work_item,

@@ -764,7 +764,8 @@ def build_app(config: Config, latest: Callable[[], Config] | None = None) -> Sta
         await terminal.serve(web, websocket)
 
     routes.insert(0, WebSocketRoute(_path_of(Spec("GET", TERMINAL_PATH, None, None, "")), terminal_endpoint))
-    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+    handlers = {404: _not_found, 405: _not_allowed, Exception: _failed}
+    app = Starlette(routes=routes, exception_handlers=handlers)  # type: ignore[arg-type]
     app.router.redirect_slashes = False
     app.state.web = web
     return app
@@ -775,6 +776,21 @@ async def _not_found(request: Request, _exc: Exception) -> Response:
     if request.app.state.web.gate.caller(request) is None:
         return refuse(request, 401, "unauthenticated")
     return error(404, "not found")
+
+
+async def _failed(request: Request, exc: Exception) -> Response:
+    """A bug of ours: logged with where it happened, answered with a bare 500 (no traceback leaves the process)."""
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    events.emit(
+        "web.error",
+        level="error",
+        path=request.url.path[:200],
+        error=f"{type(exc).__name__}: {exc}"[:500],
+        at=f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else None,
+    )
+    return error(500, "internal error (logged as web.error)")
 
 
 async def _not_allowed(request: Request, _exc: Exception) -> Response:

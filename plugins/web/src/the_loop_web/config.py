@@ -9,33 +9,38 @@ that is not loopback must be served over TLS (``service.tls.certFile`` and ``key
 from __future__ import annotations
 
 import ipaddress
+import logging
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from the_loop.config.models import Section
+
+log = logging.getLogger("the_loop_web.config")
 
 
 class TlsSettings(Section):
     cert_file: str = ""
-    key_file: str = ""
+    key_file: str = Field(default="", validate_default=True)
 
     @property
     def enabled(self) -> bool:
         return bool(self.cert_file and self.key_file)
 
-    @model_validator(mode="after")
-    def _both(self) -> TlsSettings:
-        if bool(self.cert_file) != bool(self.key_file):
+    @field_validator("key_file")
+    @classmethod
+    def _both(cls, value: str, info: ValidationInfo) -> str:
+        if bool(value) != bool(info.data.get("cert_file")):
             raise ValueError("certFile and keyFile go together: give both, or neither")
-        return self
+        return value
 
 
 class ServiceSettings(Section):
+    # exposed and tls come before host: host's check reads them
     enabled: bool = False
-    host: str = "127.0.0.1"
-    port: int = Field(default=4114, ge=0, le=65535)
     exposed: bool = False  # the operator's acknowledgement: a non-loopback bind without TLS here
     tls: TlsSettings = TlsSettings()
+    host: str = "127.0.0.1"
+    port: int = Field(default=4114, ge=0, le=65535)
     max_concurrency: int = Field(default=64, ge=4, le=4096)
 
     @property
@@ -51,14 +56,23 @@ class ServiceSettings(Section):
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}"
 
-    @model_validator(mode="after")
-    def _exposure(self) -> ServiceSettings:
-        if not self.loopback and not self.tls.enabled and not self.exposed:
+    @field_validator("host")
+    @classmethod
+    def _exposure(cls, value: str, info: ValidationInfo) -> str:
+        tls = info.data.get("tls")
+        if is_loopback(value) or (tls is not None and tls.enabled):
+            return value
+        if not info.data.get("exposed"):
             raise ValueError(
-                f"host {self.host!r} is not loopback: serve it over TLS (service.tls.certFile and keyFile) or, "
-                "behind a reverse proxy that ends TLS, acknowledge it with service.exposed: true"
+                f"{value!r} is not loopback: serve it over TLS (service.tls.certFile and keyFile) or, behind a "
+                "reverse proxy that ends TLS, acknowledge it with service.exposed: true"
             )
-        return self
+        log.warning(
+            "service.host: %r is not loopback and is served without TLS (service.exposed: true): only a reverse "
+            "proxy that ends TLS may reach it",
+            value,
+        )
+        return value
 
 
 class WebSettings(Section):

@@ -78,6 +78,7 @@ def loop_event_types() -> list[EventType]:
         EventType("web.login_limited", "logins from one peer are refused for a while: too many failures"),
         EventType("web.logout", "a web session ended: principal"),
         EventType("web.refused", "a request was refused: status, reason, path, peer, principal (never a credential)"),
+        EventType("web.error", "a request failed on a bug of the control plane: path, error, at (file:line)"),
         EventType("web.action", "an action through the API: action, work_item, principal, ok, effect"),
         EventType("web.terminal_opened", "a browser terminal attached to a session: work_item, principal, read_only"),
         EventType("web.terminal_closed", "a browser terminal detached: work_item, principal, seconds"),
