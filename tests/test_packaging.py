@@ -23,7 +23,7 @@ import the_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_DIRS = sorted(path.parent for path in ROOT.glob("plugins/*/pyproject.toml"))
-ALL_PLUGINS = {"github", "jira", "slack", "claude", "cursor"}
+ALL_PLUGINS = {"github", "jira", "slack", "claude", "cursor", "web"}
 # Modules `the-loop --help` must never import: config and HTTP machinery, and every plugin's client library.
 HEAVY_MODULES = ("pydantic", "yaml", "github", "slack_sdk", "jira", "requests", "uvicorn", "starlette", "httpx")
 

@@ -24,7 +24,7 @@ from the_loop import events
 from the_loop.hooks import lifecycle
 from the_loop.interfaces import HarnessAdapter, Launch
 from the_loop.refs import parse_ref
-from the_loop.sessions import endpoints, gate, operations
+from the_loop.sessions import endpoints, gate
 from the_loop.sessions.harness import HarnessError, adapter_for, spawn_workdir
 from the_loop.sessions.launch import Launcher
 from the_loop.sessions.models import for_work_item, launch_fields
@@ -229,7 +229,7 @@ class Dispatcher:
                 if target and not endpoint.tmux_target:
                     endpoint.tmux_target = target
             if event.actor and event.source != "agent" and event.kind in ANSWERING_KINDS:
-                taken = operations.answered(record)  # a person's words reached the session: the question is answered
+                taken = record.take_question()  # a person's words reached the session: the question is answered
 
         self.registry.update(event.work_item, change)
         if taken is not None:

@@ -116,15 +116,6 @@ def open_question(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any] | No
     return found if isinstance(found, dict) and isinstance(found.get("id"), str) else None
 
 
-def answered(record: SessionRecord, question_id: str = "") -> dict[str, Any] | None:
-    """Take the open question off ``record`` (only ``question_id`` when given); the question taken, if any."""
-    found = record.extra.get("question")
-    if not isinstance(found, dict) or (question_id and found.get("id") != question_id):
-        return None
-    del record.extra["question"]
-    return found
-
-
 def answer(config: LoadedConfig, ref: WorkItemRef, text: str, *, question_id: str, source: str, actor: str) -> Done:
     """Deliver ``text`` as the answer to the open question ``question_id``, then mark it answered."""
     question = open_question(config, ref)
@@ -132,8 +123,7 @@ def answer(config: LoadedConfig, ref: WorkItemRef, text: str, *, question_id: st
         return Done(False, "no-such-question", f"{ref} has no open question {question_id or ''}".rstrip())
     done = say(config, ref, f"Answer to your question ({actor or 'an operator'}): {text}", source=source, actor=actor)
     if done.ok:
-        config.registry.update(str(ref), lambda record: answered(record, question_id))
-        events.emit("question.answered", work_item=str(ref), question=question_id, source=source, actor=actor)
+        config.registry.update(str(ref), lambda record: record.take_question(question_id))
     return done
 
 

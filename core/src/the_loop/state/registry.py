@@ -173,6 +173,15 @@ class SessionRecord:
                     record.sessions[canonical(pr_ref)] = Endpoint.from_dict(pull)
         return record
 
+    def take_question(self, question_id: str = "") -> dict[str, Any] | None:
+        """Take the agent's open question (``the-loop ask``) off the record — only ``question_id`` when given — as
+        a person answers it; the question taken, if any."""
+        found = self.extra.get("question")
+        if not isinstance(found, dict) or (question_id and found.get("id") != question_id):
+            return None
+        del self.extra["question"]
+        return found
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"version": RECORD_VERSION, "workItem": self.work_item}
         if self.channels:
