@@ -28,7 +28,7 @@ from the_loop.config.models import CoreConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-FIRST_PARTY_PLUGINS = ("github", "jira", "slack", "claude", "cursor")
+FIRST_PARTY_PLUGINS = ("github", "jira", "slack", "claude", "cursor", "web")
 
 
 # ------------------------------------------------------------------------------------------- markdown helpers
