@@ -111,6 +111,8 @@ def test_status_json_keys(env: LoopEnv) -> None:
             "lastCycleAt",
             "lastCycle",
             "intervalSeconds",
+            "url",
+            "health",
         }
     assert report["services"][1]["pidfile"] == str(env.root / "poll.pid")
     assert report["services"][1]["logfile"] == str(env.root / "logs" / "poller.out")

@@ -177,7 +177,17 @@ def start_one(config: LoadedConfig, spec: ServiceSpec, timeout: float) -> Row:
         return runlock.is_held(spec.pidfile) or process.poll() is not None
 
     wait_until(settled, timeout)
-    if runlock.is_held(spec.pidfile):
+    if runlock.is_held(spec.pidfile) and spec.url and spec.health:
+        # A served service counts once its health route answers: it holds its lock before it listens.
+        def answering() -> bool:
+            return probe_health(spec.url + spec.health) == "ok" or process.poll() is not None
+
+        if not wait_until(answering, timeout, interval=0.1):
+            detail = (
+                f"— pid {process.pid} holds its lock but {spec.url}{spec.health} did not answer within {timeout:g}s"
+            )
+            return Row(spec.name, "failed", detail, [f"see {spec.logfile}"])
+    if runlock.is_held(spec.pidfile) and process.poll() is None:
         pid = settled_pid(spec.pidfile)
         events.emit("service.started", service=spec.name, daemon_pid=pid)
         return Row(spec.name, "started", f"({pid_text(pid)})")

@@ -30,7 +30,12 @@ def loop_register_commands() -> list[CommandSpec]:
 @hookimpl
 def loop_register_services(config: Config) -> list[ServiceSpec]:
     """The control plane: a service of `the-loop start` when service.enabled (off by default: putting a control
-    surface on a port is the operator's decision)."""
+    surface on a port is the operator's decision). Listed only when the config has a service section or its pidfile
+    is there (so `stop` still finds one whose section was removed), keeping `status` free of a row for those who
+    installed the plugin and never configured it."""
+    pidfile = config.state.pidfile(SERVICE)
+    if config.raw_at("service") is None and not pidfile.exists():
+        return []
     settings = config.section("service")
     problems = []
     if settings.tls.enabled:
@@ -44,7 +49,7 @@ def loop_register_services(config: Config) -> list[ServiceSpec]:
             name=SERVICE,
             enabled=bool(settings.enabled),
             enabled_by="service.enabled",
-            pidfile=config.state.pidfile(SERVICE),
+            pidfile=pidfile,
             logfile=config.state.logfile(SERVICE),
             run="the_loop_web.service:run_service",
             problems=tuple(problems),
