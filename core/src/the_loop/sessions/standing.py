@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 STATES = ("not-tracked", "idle", "armed", "paused", "disarmed", "parked", "running", "ended", "archived")
 ARMING = {"start": "armed", "resume": "armed", "pause": "paused", "stop": "disarmed", "cleanup": "disarmed"}
+SETTLE_SECONDS = 0.05  # longer than a filesystem's timestamp tick
+RESCAN_SECONDS = 2.0  # a Catalog scans at least this often even when no directory changed (an edit in place)
+PARK_RECHECK_SECONDS = 5.0  # an armed item's checkout file is looked at again at most this often by a Catalog
 _TEXT_CAP = 300  # a parked reason or an actor from an agent-writable file is a line, not a document
 
 
@@ -186,7 +189,8 @@ def summary(
         "parked": None,
     }
     live = any(e["status"] in ("active", "paused") and not binding(work_item, e) for e in endpoints)
-    if report["ended"] is None and not live and ARMING.get((report["control"] or {}).get("command", "")) == "armed":
+    armed = ARMING.get((report["control"] or {}).get("command", "")) == "armed"
+    if config.core.routing.start_gate.enabled and report["ended"] is None and not live and armed:
         report["parked"] = _parked_of(config, work_item)
     report["state"] = classify(report, True, archived=False)
     own = endpoints[0] if endpoints and endpoints[0]["ref"] == work_item else None
@@ -221,26 +225,37 @@ def binding(work_item: str, endpoint: dict[str, Any]) -> bool:
 class Catalog:
     """Every work item this machine knows — a portable record, a session record, or both — as :func:`summary`
     rows, for a process that answers lists again and again (the web control plane). Each file is parsed once per
-    change: a listing scans the two record directories and re-reads only files whose inode, mtime or size moved,
-    so at 10,000 items a listing costs two ``scandir`` passes."""
+    change: a listing scans the two record directories and re-reads only files whose inode, mtime or size moved.
+    Every record write renames a new file into its directory, so while neither directory's mtime moved the last
+    list is still the answer — re-scanned at least every two seconds for a file edited in place."""
 
     def __init__(self, config: LoadedConfig) -> None:
         self.config = config
-        self._files: dict[str, tuple[tuple[int, int, int], dict[str, Any] | None]] = {}
-        self._rows: dict[str, tuple[Any, dict[str, Any]]] = {}
+        # path → (stat key, the record, its canonical ref): a file is parsed, and its ref parsed, once per change
+        self._files: dict[str, tuple[tuple[int, int, int], dict[str, Any] | None, str]] = {}
+        self._rows: dict[str, tuple[Any, dict[str, Any], float]] = {}
+        self._sorted: list[dict[str, Any]] = []
+        self._dirs: tuple[Any, ...] = ()
+        self._scanned = 0.0
+        self._scanned_wall = 0.0
 
-    def _read(self, path: str, key: tuple[int, int, int]) -> dict[str, Any] | None:
+    def _read(self, path: str, key: tuple[int, int, int], field: str) -> tuple[dict[str, Any] | None, str]:
+        hit = self._files.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1], hit[2]
         from pathlib import Path
 
         from the_loop.state import load_json
+        from the_loop.state.registry import canonical
 
-        hit = self._files.get(path)
-        if hit is not None and hit[0] == key:
-            return hit[1]
         found = load_json(Path(path))
         value = found if isinstance(found, dict) else None
-        self._files[path] = (key, value)
-        return value
+        ref = value.get(field) if value is not None else None
+        if isinstance(ref, dict):  # a version-1 session record names its item in a block
+            ref = ref.get("ref")
+        named = canonical(ref) if isinstance(ref, str) and ref else ""
+        self._files[path] = (key, value, named)
+        return value, named
 
     def _scan(
         self, directory: Any, field: str, seen: set[str]
@@ -249,7 +264,6 @@ class Catalog:
         import stat
 
         from the_loop.state import is_record_name
-        from the_loop.state.registry import canonical
 
         found: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
         try:
@@ -268,36 +282,60 @@ class Catalog:
                     continue
                 key = (info.st_ino, info.st_mtime_ns, info.st_size)
                 seen.add(entry.path)
-                data = self._read(entry.path, key)
-                ref = data.get(field) if data is not None else None
-                if isinstance(ref, dict):  # a version-1 session record names its item in a block
-                    ref = ref.get("ref")
-                if isinstance(ref, str) and ref:
-                    found[canonical(ref)] = (key, data)  # type: ignore[assignment]
+                data, ref = self._read(entry.path, key, field)
+                if data is not None and ref:
+                    found[ref] = (key, data)
         return found
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every known work item's summary, newest activity first (then by ref)."""
+        """Every known work item's summary, newest activity first (then by ref). The list is sorted again only
+        when a row changed."""
+        import time
+
+        now, wall = time.monotonic(), time.time()
+        dirs = (_mtime(self.config.state.portable_dir), _mtime(self.config.state.local_dir))
+        # Every record write renames into its directory, so unchanged directories mean unchanged records — unless a
+        # change landed within a clock tick of the last scan (a directory's mtime is coarse): then look again.
+        settled = max(dirs) / 1e9 < self._scanned_wall - SETTLE_SECONDS
+        if self._sorted and dirs == self._dirs and settled and now - self._scanned < RESCAN_SECONDS:
+            return list(self._sorted)
+        self._dirs, self._scanned, self._scanned_wall = dirs, now, wall
         seen: set[str] = set()
         portable = self._scan(self.config.state.portable_dir, "ref", seen)
         local = self._scan(self.config.state.local_dir, "workItem", seen)
         for gone in self._files.keys() - seen:
             del self._files[gone]
-        rows = []
-        for ref in portable.keys() | local.keys():
+        gate = bool(self.config.core.routing.start_gate.enabled)
+        changed = False
+        known = portable.keys() | local.keys()
+        for ref in known:
             p_key, p_data = portable.get(ref, (None, {}))
             l_key, l_data = local.get(ref, (None, None))
             key = (p_key, l_key)
             hit = self._rows.get(ref)
-            if hit is None or hit[0] != key or _may_park(hit[1]):
-                hit = (key, summary(self.config, ref, p_data or {}, l_data))
-                self._rows[ref] = hit
-            rows.append(hit[1])
-        for gone in self._rows.keys() - (portable.keys() | local.keys()):
+            stale_park = hit is not None and gate and _may_park(hit[1]) and now - hit[2] > PARK_RECHECK_SECONDS
+            if hit is None or hit[0] != key or stale_park:
+                row = summary(self.config, ref, p_data or {}, l_data)
+                changed = changed or hit is None or hit[1] != row
+                self._rows[ref] = (key, row, now)
+        for gone in self._rows.keys() - known:
             del self._rows[gone]
-        rows.sort(key=lambda row: row["workItem"])
-        rows.sort(key=lambda row: row["lastActivity"] or "", reverse=True)
-        return rows
+            changed = True
+        if changed or len(self._sorted) != len(self._rows):
+            rows = [hit[1] for hit in self._rows.values()]
+            rows.sort(key=lambda row: row["workItem"])
+            rows.sort(key=lambda row: row["lastActivity"] or "", reverse=True)
+            self._sorted = rows
+        return list(self._sorted)
+
+
+def _mtime(directory: Any) -> int:
+    import os
+
+    try:
+        return os.stat(directory).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _may_park(row: dict[str, Any]) -> bool:

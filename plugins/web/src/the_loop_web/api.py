@@ -72,30 +72,38 @@ def item_row(web: Web, row: dict[str, Any], activity: dict[str, float], now: flo
     }
 
 
-def _matches(row: dict[str, Any], request: Request) -> bool:
+def _matcher(request: Request) -> Any:
+    """The list's filters, read once: a catalog row → whether it is shown."""
     params = request.query_params
     states = {s for s in params.get("state", "").split(",") if s}
-    if states and row["state"] not in states:
-        return False
-    provider, _, rest = row["ref"].partition(":")
-    if params.get("provider") and provider != params["provider"].lower():
-        return False
-    repository = rest.rpartition("#")[0] if "#" in rest else ""
-    if params.get("repository") and repository.lower() != params["repository"].lower():
-        return False
+    provider = params.get("provider", "").lower()
+    repository = params.get("repository", "").lower()
     waiting = flag_param(request, "waiting")
-    return waiting is None or row["waiting"] == waiting
+
+    def matches(row: dict[str, Any]) -> bool:
+        if states and row["state"] not in states:
+            return False
+        scheme, _, rest = row["workItem"].partition(":")
+        if provider and scheme != provider:
+            return False
+        if repository and (rest.rpartition("#")[0] if "#" in rest else "").lower() != repository:
+            return False
+        return waiting is None or (row["question"] is not None or row["state"] == "parked") == waiting
+
+    return matches
 
 
 def listing(web: Web, request: Request) -> dict[str, Any]:
-    """``GET /api/v1/work-items``, as the list page renders it too."""
-    rows = web.catalog.rows()
-    activity, now = web.activity(), time.time()
-    shaped = [item_row(web, row, activity, now) for row in rows]
-    matched = [row for row in shaped if _matches(row, request)]
+    """``GET /api/v1/work-items``, as the list page renders it too: filtered on the catalog's rows, and only the
+    page shaped (its stale badges need tmux's activity and the clock)."""
+    matches = _matcher(request)
+    matched = [row for row in web.catalog.rows() if matches(row)]
     offset = int_param(request, "offset", 0, 10**9)
     limit = int_param(request, "limit", PAGE_DEFAULT, PAGE_MAX)
-    return {"total": len(matched), "offset": offset, "limit": limit, "items": matched[offset : offset + limit]}
+    page = matched[offset : offset + limit]
+    activity, now = (web.activity(), time.time()) if page else ({}, 0.0)
+    items = [item_row(web, row, activity, now) for row in page]
+    return {"total": len(matched), "offset": offset, "limit": limit, "items": items}
 
 
 def detail(web: Web, ref: WorkItemRef) -> dict[str, Any] | None:
