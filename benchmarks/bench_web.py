@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from bench_state import sample_record  # benchmarks/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,21 +44,8 @@ def free_port() -> int:
 
 
 def record(number: int, kind: str) -> dict[str, Any]:
-    ref = f"github:octo/repo#{number}"
-    found: dict[str, Any] = {
-        "ref": ref,
-        "url": f"https://github.com/octo/repo/issues/{number}",
-        "control": {
-            "command": "start",
-            "source": "comment",
-            "actor": "octocat",
-            "requestedAt": "2026-07-31T09:11:58Z",
-            "note": "",
-            "instance": "",
-        },
-        "poll": {"seenComments": [str(2451000000 + number * 10 + i) for i in range(10)], "title": f"Item {number}"},
-        "channels": {"slack": {"channel": "C0AB", "thread": f"1726.{number:06d}", "origin": "start"}},
-    }
+    """bench_state's realistic ≈1 KB record, ended for a third of them."""
+    found = sample_record(number)
     if kind == "ended":
         found["ended"] = {
             "state": "closed",

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import gh_payloads
 import pytest
 from fake_github import BOT, TOKEN, FakeGitHub
 from gh_receiver import Receiver, github_config
-from gh_world import GitHubWorld, Ingress, MakeWorld, add_items
+from gh_world import GitHubWorld, Ingress, MakeWorld, add_items, github_env
 
 from the_loop.testing import LoopEnv, free_port, kill_lock_holders
 
@@ -30,13 +29,7 @@ def fake_github() -> Iterator[FakeGitHub]:
 @pytest.fixture
 def gh_env(loop_env: LoopEnv, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
     """``loop_env`` with the token and webhook secret set (for subprocesses and this process)."""
-    for name in ("GH_TOKEN", "GITHUB_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-        loop_env.env.pop(name, None)
-    loop_env.env["GH_TOKEN"] = TOKEN
-    loop_env.env["THE_LOOP_GH_WEBHOOK_SECRET"] = gh_payloads.SECRET
-    monkeypatch.setenv("GH_TOKEN", TOKEN)
-    return loop_env
+    return github_env(loop_env, monkeypatch)
 
 
 @pytest.fixture

@@ -61,6 +61,18 @@ ROUTING: dict[Ingress, dict[str, Any]] = {
 """Each ingress's routing defaults, on top of the fake harness and labelled spawns."""
 
 
+def github_env(env: LoopEnv, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
+    """``env`` with the fake's token and the webhook secret set (for subprocesses and this process), and no other
+    GitHub token from the environment the tests run in."""
+    for name in ("GH_TOKEN", "GITHUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+        env.env.pop(name, None)
+    env.env["GH_TOKEN"] = TOKEN
+    env.env["THE_LOOP_GH_WEBHOOK_SECRET"] = gh_payloads.SECRET
+    monkeypatch.setenv("GH_TOKEN", TOKEN)
+    return env
+
+
 class MakeWorld(Protocol):
     """The ``gh_world`` fixture: a :class:`GitHubWorld`, its receiver started for ``"webhook"``, closed at teardown."""
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import gh_payloads
 import pytest
-from fake_github import TOKEN
-from gh_world import GitHubWorld
+from gh_world import GitHubWorld, github_env
 from web_world import WebWorld
 
 from the_loop.testing import LoopEnv, kill_lock_holders
@@ -21,13 +19,7 @@ from the_loop.testing import LoopEnv, kill_lock_holders
 @pytest.fixture
 def web_env(loop_env: LoopEnv, monkeypatch: pytest.MonkeyPatch) -> LoopEnv:
     """``loop_env`` with the fake GitHub's token and the webhook secret (for the daemons and this process)."""
-    for name in ("GH_TOKEN", "GITHUB_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-        loop_env.env.pop(name, None)
-    loop_env.env["GH_TOKEN"] = TOKEN
-    loop_env.env["THE_LOOP_GH_WEBHOOK_SECRET"] = gh_payloads.SECRET
-    monkeypatch.setenv("GH_TOKEN", TOKEN)
-    return loop_env
+    return github_env(loop_env, monkeypatch)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -47,14 +48,16 @@ def control_event(ref: WorkItemRef, command: str, effect: str, **fields: Any) ->
     )
 
 
-def report(done: Done) -> None:
-    """Print an operation's outcome the CLI way: its line on stdout, or ``error:`` on stderr and exit 1; its
-    warnings on stderr."""
+def report(done: Done, details: Callable[[], None] | None = None, *, quiet: bool = False) -> None:
+    """Print an operation's outcome the CLI way: its line on stdout (then ``details``), or ``error:`` on stderr and
+    exit 1; its warnings on stderr. ``quiet`` (a JSON document was printed instead) leaves out both lines."""
     import sys
 
-    if done.ok:
+    if done.ok and not quiet:
         click.echo(done.message)
-    else:
+        if details is not None:
+            details()
+    elif not done.ok and not quiet:
         click.echo(f"error: {done.message}", err=True)
     for warning in done.warnings:
         click.echo(f"warning: {warning}", err=True)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from the_loop.cli.sessions._common import COMMENT_OPTION, WORK_ITEM, operator
+from the_loop.cli.sessions._common import COMMENT_OPTION, WORK_ITEM, operator, report
 from the_loop.cli.sessions.close import print_close
 from the_loop.command import FORMAT_OPTION, app, print_json
 
@@ -28,12 +27,4 @@ def stop(ctx: click.Context, ref: WorkItemRef, comment: bool, output_format: str
     done = operations.stop(config, ref, source="cli", actor=operator(), comment=comment)
     if output_format == "json":
         print_json(done.result.to_dict())
-    elif done.ok:
-        click.echo(done.message)
-        print_close(done.result)
-    else:
-        click.echo(f"error: {done.message}", err=True)
-    for warning in done.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    if not done.ok:
-        sys.exit(1)
+    report(done, lambda: print_close(done.result), quiet=output_format == "json")
