@@ -36,9 +36,9 @@ fi
 
 # Naming the sibling directories in one pip call lets them satisfy each other's pins; everything else comes
 # from the package index. pip rebuilds local directories every time, so a re-run picks up checkout changes.
-echo "installing the-loop, the-loop-core and the plugins github, jira, slack, claude, cursor from $checkout"
+echo "installing the-loop, the-loop-core and the plugins github, jira, slack, claude, cursor, web from $checkout"
 (cd "$checkout" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  ./core ./plugins/github ./plugins/jira ./plugins/slack ./plugins/claude ./plugins/cursor .)
+  ./core ./plugins/github ./plugins/jira ./plugins/slack ./plugins/claude ./plugins/cursor ./plugins/web .)
 
 mkdir -p "$bin_dir"
 ln -sfn "$venv/bin/the-loop" "$bin_dir/the-loop"

@@ -22,6 +22,7 @@ from the_loop.config import load_config
 from the_loop_web.app import ACTIONS, build_app
 
 PUBLIC = {("GET", "/api/v1/health"), ("GET", "/login"), ("POST", "/login")}
+PUBLIC_FILES = ("dashboard.js", "dashboard.css")  # the login page's own
 SAMPLES = {"rest": "github%3Aocto%2Frepo%2315", "name": "xterm.js"}
 
 
@@ -66,6 +67,10 @@ def test_every_route_without_a_credential_is_401_but_health_and_the_login_page(
     assert checked >= 18
     assert world.api("GET", "/api/v1/health", token=None).status_code == 200
     assert world.api("GET", "/login", token=None).status_code == 200
+    for name in PUBLIC_FILES:
+        assert world.api("GET", f"/static/{name}", token=None).status_code == 200
+    assert world.api("GET", "/static/xterm.js", token=None).status_code == 401
+    assert world.api("GET", "/static/..%2Fapp.py").status_code == 404
     # A path that is no route says nothing more to a stranger.
     assert world.api("GET", "/api/v1/nothing-here", token=None).status_code == 401
     assert world.api("GET", "/api/v1/nothing-here").status_code == 404

@@ -131,7 +131,7 @@ ROUTES: tuple[Spec, ...] = (
         f"{API}/events/stream",
         api.event_stream,
         "viewer",
-        "Server-sent events: each matching record appended from now on (event: its type; data: the record).",
+        "Server-sent events: each matching record appended from now on (data: the record; its `event` is its type).",
         EVENT_PARAMS,
     ),
     Spec("GET", f"{API}/questions", api.questions, "viewer", "The agents' open questions (the-loop ask), unanswered."),
@@ -159,7 +159,7 @@ ROUTES: tuple[Spec, ...] = (
         "GET",
         "/static/{name}",
         views.static,
-        "viewer",
+        None,  # checks its own: the login page's script and style are public, the rest needs a login
         "The dashboard's scripts and styles (xterm.js vendored).",
         api=False,
     ),

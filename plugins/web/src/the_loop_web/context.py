@@ -99,7 +99,7 @@ def refuse(connection: HTTPConnection, status: int, reason: str, caller: Caller 
     )
     if connection.url.path.startswith(API) or connection.scope["type"] == "websocket":
         return JSONResponse({"error": reason}, status_code=status)
-    return HTMLResponse(pages.refused(status, reason), status_code=status)
+    return HTMLResponse(pages.refused(status, reason), status_code=status, headers=dict(pages.HEADERS))
 
 
 def error(status: int, message: str) -> JSONResponse:

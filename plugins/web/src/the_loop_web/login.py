@@ -21,7 +21,7 @@ from the_loop_web.context import BODY_SECONDS, Web, json_body, peer, refuse
 
 
 async def login_page(web: Web, request: Request) -> Response:
-    return HTMLResponse(pages.login(), headers={"cache-control": "no-store"})
+    return HTMLResponse(pages.login(), headers=dict(pages.HEADERS))
 
 
 async def login(web: Web, request: Request) -> Response:

@@ -101,6 +101,6 @@ class EventTail:
                     return
                 if flt.matches(record):
                     data = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-                    yield f"event: {record.get('event', 'message')}\ndata: {data}\n\n".encode()
+                    yield f"data: {data}\n\n".encode()  # the record names its own type
         finally:
             self._subscribers.discard(queue)

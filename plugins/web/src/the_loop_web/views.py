@@ -12,7 +12,7 @@ from starlette.responses import HTMLResponse, Response
 from the_loop_web import pages
 from the_loop_web.api import detail, listing
 from the_loop_web.auth import Caller
-from the_loop_web.context import Web, error, item_path, ref_of
+from the_loop_web.context import Web, error, item_path, ref_of, refuse
 
 STATIC = {  # name → content type: only these files are served
     "xterm.js": "text/javascript",
@@ -22,6 +22,7 @@ STATIC = {  # name → content type: only these files are served
     "dashboard.css": "text/css",
     "LICENSE.xterm": "text/plain",
 }
+PUBLIC = ("dashboard.js", "dashboard.css")  # the login page's own: nothing in them is anybody's
 
 
 async def list_page(web: Web, request: Request) -> Response:
@@ -35,20 +36,26 @@ async def item_page(web: Web, request: Request) -> Response:
     text, rest = item_path(request, "/work-items")
     ref = ref_of(text)
     if ref is None or rest:
-        return HTMLResponse(pages.refused(404, "not a work item ref"), status_code=404)
+        return HTMLResponse(pages.refused(404, "not a work item ref"), status_code=404, headers=_page_headers())
     found = await run_in_threadpool(detail, web, ref)
     if found is None:
-        return HTMLResponse(pages.refused(404, f"{ref} is not tracked on this machine"), status_code=404)
+        return HTMLResponse(
+            pages.refused(404, f"{ref} is not tracked on this machine"), status_code=404, headers=_page_headers()
+        )
     return HTMLResponse(pages.work_item(found, caller), headers=_page_headers())
 
 
 def _page_headers() -> dict[str, str]:
-    return {"cache-control": "no-store"}
+    return dict(pages.HEADERS)
 
 
-async def static(_web: Web, request: Request) -> Response:
+async def static(web: Web, request: Request) -> Response:
+    """The pages' files; only the login page's own are served before a login."""
     name = request.path_params.get("name", "")
+    if name not in PUBLIC and web.gate.caller(request) is None:
+        return refuse(request, 401, "unauthenticated")
     if name not in STATIC:
         return error(404, "not found")
     data = resources.files("the_loop_web").joinpath("static", name).read_bytes()
-    return Response(data, media_type=STATIC[name], headers={"cache-control": "private, max-age=3600"})
+    headers = {"cache-control": "private, max-age=3600", "x-content-type-options": "nosniff"}
+    return Response(data, media_type=STATIC[name], headers=headers)
