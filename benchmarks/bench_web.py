@@ -221,6 +221,7 @@ def terminal(keystrokes: int = 200) -> None:
     machine = Machine(3)
     try:
         machine.tmux("new-session", "-d", "-s", "loop-github-octo-repo-3", "-x", "80", "-y", "24", "cat")
+        machine.tmux("set-option", "-g", "status", "off")  # the clock would redraw letters of its own
         record = session(3)
         record["sessions"]["github:octo/repo#3"]["tmuxTarget"] = "loop-github-octo-repo-3"
         (machine.root / "local" / "github-octo-repo-3.json").write_text(json.dumps(record))
@@ -253,6 +254,13 @@ def terminal(keystrokes: int = 200) -> None:
                 return times
 
         times = asyncio.run(run())
+        typed = subprocess.run(
+            ["tmux", "-L", machine.socket, "capture-pane", "-p", "-t", "=loop-github-octo-repo-3:"],
+            capture_output=True,
+            text=True,
+            env=machine.env,
+        ).stdout
+        assert "abcdefghijklmnopqrstuvwxyz" in typed, typed  # every key reached the pane
         print(
             f"terminal keystroke → pane echo: p50 {percentile(times, 0.5):.1f} ms  "
             f"p99 {percentile(times, 0.99):.1f} ms ({len(times)} keystrokes)"
