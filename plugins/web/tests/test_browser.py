@@ -83,6 +83,9 @@ def test_a_viewer_watches_the_list_the_live_timeline_and_a_read_only_terminal(
     page.wait_for_url(f"{world.url}{ITEM_PAGE}")
     assert page.locator("#actions").count() == 0  # a viewer gets no action controls
     wait_for(lambda: "fake-harness>" in screen(page), timeout=15)
+    # xterm.js's own theme reached the page despite the CSP (its style sheets are mirrored): light on black.
+    colour = page.evaluate("getComputedStyle(document.querySelector('.xterm-rows')).color")
+    assert colour not in ("rgb(29, 35, 48)", "rgb(0, 0, 0)"), colour
 
     world.gh.comment("please also add docs")
     page.locator("#timeline li", has_text="dispatch.succeeded").last.wait_for(timeout=15_000)

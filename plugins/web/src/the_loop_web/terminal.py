@@ -113,22 +113,25 @@ async def serve(web: context.Web, websocket: WebSocket) -> None:
         return await _deny(websocket, 404, f"{ref} has no live tmux session", caller)
     if not web.open_stream():
         return await _deny(websocket, 503, "too many live streams", caller)
+    read_only = target.closed or not caller.principal.can_act
+    fields = {"work_item": str(ref), "principal": caller.principal.name, "read_only": read_only}
+    started: float | None = None
+    bridge: Bridge | None = None
     try:
         await websocket.accept()
-        read_only = target.closed or not caller.principal.can_act
         runner = toolkit.runner_for(web.config)
         flags = ["-r"] if read_only else []
         argv = [*runner.command_prefix, "attach-session", *flags, "-t", f"={target.tmux_target}"]
         bridge = Bridge(websocket, argv, attach_env(dict(os.environ), runner.strip_env), writable=not read_only)
-        fields = {"work_item": str(ref), "principal": caller.principal.name, "read_only": read_only}
         events.emit("web.terminal_opened", **fields)
         started = time.monotonic()
-        try:
-            await bridge.run()
-        finally:
-            events.emit("web.terminal_closed", **fields, seconds=round(time.monotonic() - started, 1))
+        await bridge.run()
     finally:
         web.close_stream()
+        if started is not None:  # said once the client is gone and its place given back
+            seconds = round(time.monotonic() - started, 1)
+            failed = {"level": "error", "error": bridge.error} if bridge is not None and bridge.error else {}
+            events.emit("web.terminal_closed", **fields, seconds=seconds, **failed)
 
 
 @dataclass
@@ -144,10 +147,16 @@ class Bridge:
     out: asyncio.Queue[bytes | None] = field(default_factory=lambda: asyncio.Queue(OUT_QUEUE))
     reading: bool = False
     eof: bool = False
+    error: str = ""
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        self.spawn()
+        try:
+            self.spawn()
+        except OSError as exc:  # no tmux binary, no pty left: said on the socket and in the closing event
+            self.error = f"tmux attach: {exc}"[:200]
+            await self.websocket.close(code=1011, reason="the terminal could not be started")
+            return
         self._read_on(loop)
         tasks = [asyncio.ensure_future(self.to_browser()), asyncio.ensure_future(self.from_browser())]
         try:

@@ -172,9 +172,31 @@
     terminal(base);
   }
 
+  // xterm.js styles itself with <style> elements and style="" attributes, both of which the page's CSP
+  // (style-src 'self') forbids. Its <style> elements are mirrored into constructed style sheets and a style
+  // attribute becomes style.cssText, two routes the policy allows; so the terminal keeps its colours.
+  function fitXtermToPolicy() {
+    const setAttribute = Element.prototype.setAttribute;
+    Element.prototype.setAttribute = function (name, value) {
+      if (String(name).toLowerCase() === "style" && this.style) this.style.cssText = String(value);
+      else setAttribute.call(this, name, value);
+    };
+    const appendChild = Node.prototype.appendChild;
+    Node.prototype.appendChild = function (node) {
+      if (!(node instanceof HTMLStyleElement)) return appendChild.call(this, node);
+      const sheet = new CSSStyleSheet();
+      const sync = () => sheet.replaceSync(node.textContent || "");
+      sync();
+      new MutationObserver(sync).observe(node, { childList: true, subtree: true, characterData: true });
+      document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+      return node;
+    };
+  }
+
   function terminal(base) {
     const element = document.getElementById("terminal");
     if (!element || typeof window.Terminal !== "function") return;
+    fitXtermToPolicy();
     const term = new window.Terminal({ convertEol: false, cursorBlink: true, fontSize: 13, scrollback: 2000 });
     const fit = new window.FitAddon.FitAddon();
     term.loadAddon(fit);
