@@ -366,7 +366,8 @@ def test_jira_and_claude_extras_alone_poll_spawn_and_deliver(wheels: Path, tmp_p
 
 @pytest.mark.parametrize("ci", ["true", ""], ids=["ci", "local"])
 def test_ci_run_installs_tmux_and_without_it_fails_under_ci(tmp_path: Path, ci: str) -> None:
-    """`.ci/run` installs tmux (and Node.js with npm) with apt-get when missing; if tmux is still missing, CI=true
+    """`.ci/run` installs tmux (and Node.js with npm, and Chromium for the browser tests) with apt-get when missing;
+    if tmux is still missing, CI=true
     fails the run (tests never skip for tmux) while a local run warns and goes on to the README's test command. A
     copy of the script runs against stubs (an apt-get that installs nothing, a stub ``test.sh``): nothing real
     changes."""
@@ -396,7 +397,7 @@ def test_ci_run_installs_tmux_and_without_it_fails_under_ci(tmp_path: Path, ci: 
         [str(tools / "bash"), str(checkout / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60
     )
 
-    assert apt_log.read_text().splitlines() == ["update", "install -y tmux nodejs npm"]
+    assert apt_log.read_text().splitlines() == ["update", "install -y tmux nodejs npm chromium"]
     if ci:
         assert result.returncode == 1
         assert "CI=true and tmux is still missing" in result.stderr
