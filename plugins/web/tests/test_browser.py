@@ -140,3 +140,15 @@ def test_an_operator_types_says_answers_and_pauses_from_the_page(chromium: Any, 
     assert [(e["command"], e["actor"]) for e in logged] == [("pause", "web:operator")]
     actions = [e["action"] for e in world.gh.events("web.action")]
     assert actions == ["answer", "say", "pause"]
+
+
+def test_a_one_time_link_logs_in_once(chromium: Any, web_world: Any) -> None:
+    world = web_world()
+    link = world.env.run("web", "open").stdout.strip()
+    page = chromium.new_context().new_page()
+    page.goto(link.replace(f"http://127.0.0.1:{world.port}", world.url))
+    page.wait_for_url(f"{world.url}/")
+    assert "#link=" not in page.url and page.locator("meta[name=role]").get_attribute("content") == "operator"
+    again = chromium.new_context().new_page()
+    again.goto(link)
+    again.locator("#login-error", has_text="used or has expired").wait_for(timeout=10_000)

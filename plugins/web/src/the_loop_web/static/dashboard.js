@@ -37,38 +37,27 @@
 
   function login() {
     const error = document.getElementById("login-error");
-    if (location.hash.startsWith("#link=")) {
-      const link = location.hash.slice("#link=".length);
-      history.replaceState(null, "", location.pathname); // the secret leaves the address bar at once
+    // One login for the form and the link: on success to the list, else the refusal in words.
+    const attempt = (body, refused) =>
       fetch("/login", {
         method: "POST",
         credentials: "same-origin",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ link }),
+        body: JSON.stringify(body),
       }).then((response) => {
-        if (response.ok) location.assign("/");
-        else {
-          error.hidden = false;
-          error.textContent = "That link was used or has expired: ask for another (the-loop web open).";
-        }
+        if (response.ok) return location.assign("/");
+        error.hidden = false;
+        error.textContent = response.status === 429 ? "Too many failed logins: wait a minute." : refused;
       });
+    if (location.hash.startsWith("#link=")) {
+      const link = location.hash.slice("#link=".length);
+      history.replaceState(null, "", location.pathname); // the secret leaves the address bar at once
+      attempt({ link }, "That link was used or has expired: ask for another (the-loop web open).");
     }
     const form = document.getElementById("login");
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const token = form.elements.token.value;
-      fetch("/login", {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ token }),
-      }).then((response) => {
-        if (response.ok) location.assign("/");
-        else {
-          error.hidden = false;
-          error.textContent = response.status === 429 ? "Too many failed logins: wait a minute." : "Login refused.";
-        }
-      });
+      attempt({ token: form.elements.token.value }, "Login refused.");
     });
   }
 
