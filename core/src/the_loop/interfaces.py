@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Attribute",
+    "BlockedPrompt",
     "Capabilities",
     "Channel",
     "ChannelError",
@@ -37,6 +38,7 @@ __all__ = [
     "Launch",
     "Listener",
     "PollSource",
+    "PromptOption",
     "ReadingChannel",
     "ReadyCheck",
     "ServiceContext",
@@ -45,6 +47,8 @@ __all__ = [
     "SetupResult",
     "SetupSpec",
     "TicketProvider",
+    "Usage",
+    "UsageRead",
     "Verdict",
     "WebhookIngress",
     "WebhookResponse",
@@ -419,6 +423,11 @@ class Capabilities:
     tmux_hostable: bool
     preassigned_session_id: bool
     can_resume: bool
+    # Steering (each a no-op in core when false): the harness's own interrupt (``interrupt_keys``), usage it records
+    # (``read_usage``, for budgets) and decision prompts it recognises on its own screen (``blocked_prompt``).
+    can_interrupt: bool = False
+    reports_usage: bool = False
+    recognises_prompts: bool = False
 
 
 # What a work item may choose (the top-level ``models`` and ``effort`` lists), and what a harness on this machine
@@ -429,6 +438,61 @@ Verdict = Literal["ok", "refused", "unknown"]
 # Given a way to read the pane's visible text (a tmux call, made only when asked): has the harness taken its boot
 # prompt and is it reading input?
 ReadyCheck = Callable[[Callable[[], str]], bool]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one model response spent: tokens by kind, and the model that spent them (its provider's name)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+@dataclass(frozen=True)
+class UsageRead:
+    """What a harness recorded since ``cursor``: one :class:`Usage` per model response, in order, and the cursor to
+    read from next time (opaque to core; ``""`` reads from the start)."""
+
+    usage: tuple[Usage, ...]
+    cursor: str
+
+
+@dataclass(frozen=True)
+class PromptOption:
+    """One choice of a decision prompt: ``key`` is what a person names (``the-loop answer 2``), ``label`` what the
+    screen says, ``keys`` the tmux key names that pick it (``send-keys`` words, never a literal string)."""
+
+    key: str
+    label: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BlockedPrompt:
+    """A decision the harness waits for on its screen (a tool permission, a selection): the question and its
+    options, as the screen shows them."""
+
+    text: str
+    options: tuple[PromptOption, ...]
+
+    def option(self, answer: str) -> PromptOption | None:
+        """The option ``answer`` names: its key (``2``) or, ignoring case, its label's first word (``yes``)."""
+        wanted = answer.strip().lower()
+        for option in self.options:
+            if wanted == option.key.lower():
+                return option
+        for option in self.options:
+            words = option.label.lower().split()
+            if words and wanted == words[0].rstrip(",.:"):
+                return option
+        return None
 
 
 @dataclass(frozen=True)
@@ -481,6 +545,29 @@ class HarnessAdapter(abc.ABC):
         then nothing is delivered and the spawn does not count as started. The default is true once the pane shows
         any text; an adapter should say better (Claude Code: its transcript has the new prompt, no screen read)."""
         return lambda screen: bool(screen().strip())
+
+    # ---------------------------------------------------------------------------------------- steering
+
+    def interrupt_keys(self) -> tuple[str, ...]:
+        """The tmux key names (``send-keys`` words) that stop the harness's current turn and keep its conversation
+        (Claude Code: ``Escape``). Asked only when ``capabilities.can_interrupt``."""
+        return ()
+
+    def interrupted_check(self, launch: Launch) -> ReadyCheck:
+        """Called just before the interrupt keys are sent; returns a test, given ``screen()``, that is true once the
+        turn has stopped (or none was running) and the harness reads input again: only then is the interrupt's
+        text delivered. The default is true at once."""
+        return lambda screen: True
+
+    def read_usage(self, session_id: str, cwd: Path, cursor: str) -> UsageRead | None:
+        """What conversation ``session_id`` (in ``cwd``) spent since ``cursor``, read incrementally (never the whole
+        record each time). None: nothing to read yet. Asked only when ``capabilities.reports_usage``."""
+        return None
+
+    def blocked_prompt(self, screen: str) -> BlockedPrompt | None:
+        """The decision prompt ``screen`` (the pane's visible text) shows, if it is one of the harness's own
+        (permission, selection), else None. Asked only when ``capabilities.recognises_prompts``."""
+        return None
 
     def session_env(self) -> dict[str, str]:
         """Extra environment for the harness process (never a credential: names core strips are refused)."""
