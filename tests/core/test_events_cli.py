@@ -283,7 +283,7 @@ def test_f26_follow_prints_appended_lines_within_a_second_and_exits_0_on_sigint(
         assert b"session.closed" in _read_line(out, 1.0)
 
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0
+        assert process.wait(timeout=30) == 0  # at once, but a loaded CI box may take its time to exit
         assert process.stderr is not None
         assert b"Traceback" not in process.stderr.read()
     finally:

@@ -131,6 +131,9 @@ def test_plugins_lists_the_example_adapter_with_its_capabilities(loop_env: LoopE
         "tmuxHostable": True,
         "preassignedSessionId": True,
         "canResume": True,
+        "canInterrupt": False,
+        "reportsUsage": False,
+        "recognisesPrompts": False,
     }
 
 

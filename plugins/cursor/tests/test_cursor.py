@@ -112,7 +112,14 @@ def test_with_only_cursor_installed_plugins_lists_it_with_its_capabilities(loop_
     assert set(found) == {"core", "cursor"}
     assert found["cursor"]["contributions"]["harnesses"] == ["cursor"]
     assert found["cursor"]["capabilities"] == {
-        "cursor": {"tmuxHostable": False, "preassignedSessionId": False, "canResume": False}
+        "cursor": {
+            "tmuxHostable": False,
+            "preassignedSessionId": False,
+            "canResume": False,
+            "canInterrupt": False,
+            "reportsUsage": False,
+            "recognisesPrompts": False,
+        }
     }
     assert "  harnesses: cursor (not tmux-hostable, no pre-assignable session id, cannot resume)" in text.stdout
 

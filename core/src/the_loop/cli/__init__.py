@@ -54,6 +54,12 @@ CORE_COMMANDS: dict[str, Any] = {
         "_help": "Start, steer, watch, pause, stop, reset and clean up work items' sessions.",
         "start": ("the_loop.cli.sessions.start:start", "Arm a work item and start its session now."),
         "say": ("the_loop.cli.sessions.say:say", "Paste text into a work item's session (as an event would)."),
+        "interrupt": (
+            "the_loop.cli.sessions.interrupt:interrupt",
+            "Stop a session's current turn (conversation kept), then deliver what comes next.",
+        ),
+        "answer": ("the_loop.cli.sessions.answer:answer", "Answer the decision prompt a session waits at."),
+        "budget": ("the_loop.cli.sessions.budget:budget", "Raise a work item's budget (tokens, cost, wall time)."),
         "list": ("the_loop.cli.sessions.list:list_sessions", "List the sessions this machine holds."),
         "attach": ("the_loop.cli.sessions.attach:attach", "Attach this terminal to a work item's tmux session."),
         "register": ("the_loop.cli.sessions.register:register", "Record an existing conversation by hand."),

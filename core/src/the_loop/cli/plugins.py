@@ -80,6 +80,9 @@ _CAPABILITY_WORDS = {
     "tmux_hostable": ("tmux-hostable", "not tmux-hostable"),
     "preassigned_session_id": ("pre-assigned session id", "no pre-assignable session id"),
     "can_resume": ("can resume", "cannot resume"),
+    "can_interrupt": ("can interrupt", "no interrupt"),
+    "reports_usage": ("reports usage", "no usage"),
+    "recognises_prompts": ("recognises prompts", "no prompts"),
 }
 
 

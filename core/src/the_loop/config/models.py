@@ -140,6 +140,8 @@ class TmuxSection(Section):
     command_timeout_seconds: float = Field(10, gt=0)
     # New: how long a started harness may take to be ready for input before the spawn counts as failed.
     ready_timeout_seconds: float = Field(60, gt=0)
+    # New: how long an interrupt waits for the harness to stop its turn before the words that came with it go in.
+    interrupt_timeout_seconds: float = Field(10, gt=0)
 
 
 class WebTerminalSection(Section):
@@ -219,6 +221,48 @@ class InteractionSection(Section):
         return value if value in ("work-item", "cli") else "work-item"
 
 
+class Price(Section):
+    """A model's price per million tokens, in ``routing.budgets.currency``."""
+
+    input: float = Field(0, ge=0)
+    output: float = Field(0, ge=0)
+    cache_read: float = Field(0, ge=0)
+    cache_write: float = Field(0, ge=0)
+
+
+class BudgetsSection(Section):
+    """Per work item: what its sessions may spend before they are paused (null: no limit of that measure)."""
+
+    tokens: int | None = Field(None, ge=1)
+    cost: float | None = Field(None, gt=0)
+    wall_minutes: float | None = Field(None, gt=0)
+    currency: str = Field("usd", pattern=r"^[A-Za-z]{3}$")
+    warn_at_percent: int = Field(80, ge=1, le=99)
+    # Model name (or the start of one, longest wins; "default" for the rest) → its price.
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    @field_validator("currency")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.lower()
+
+
+class CapacitySection(Section):
+    """Admission: a first spawn past either limit waits in line instead of starting (null: no limit)."""
+
+    max_live_sessions: int | None = Field(None, ge=1)
+    min_free_memory_mib: int | None = Field(None, ge=1, alias="minFreeMemoryMiB")
+    recheck_seconds: float = Field(2.0, gt=0)
+
+
+class StuckSection(Section):
+    """Sessions that wait for a person: a decision prompt on screen (blocked) or nothing moving (idle)."""
+
+    enabled: bool = True
+    idle_minutes: float = Field(30, gt=0)
+    check_seconds: float = Field(5.0, gt=0)
+
+
 class RoutingSection(Section):
     enabled: bool = False
     runner: str = "tmux"
@@ -248,6 +292,9 @@ class RoutingSection(Section):
     start_gate: StartGateSection = StartGateSection()
     graph: GraphSection = GraphSection()
     cleanup: CleanupSection = CleanupSection()
+    budgets: BudgetsSection = BudgetsSection()
+    capacity: CapacitySection = CapacitySection()
+    stuck: StuckSection = StuckSection()
 
 
 _LOCAL_ONLY = {"executor", "with", "with_"}  # HookEntry keys by alias and by name

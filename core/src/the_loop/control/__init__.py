@@ -1,9 +1,11 @@
-"""Control keywords: ``the-loop start|stop|pause|resume|cleanup|choose`` typed on a ticket.
+"""Control keywords: ``the-loop start|stop|pause|resume|cleanup|choose|interrupt|budget|answer`` typed on a ticket.
 
 Parsing is anchored (A §2.6 C2): case-insensitive; the comment, after leading whitespace, must open with a keyword,
 and further keywords count only at the start of a line; a keyword must not run on into ``[\\w:-]``. Prose, quotes
 (``> the-loop stop``), inline code and list items never match. Two different commands in one comment execute nothing
 (the comment is then ordinary conversation). Only comment and review bodies are parsed, never an issue or PR body.
+The commands that take words (:data:`WORDED`) may be followed by a colon (``the-loop interrupt: use the other API``);
+:func:`argument` reads them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
-COMMANDS = ("start", "stop", "pause", "resume", "cleanup", "choose")
+COMMANDS = ("start", "stop", "pause", "resume", "cleanup", "choose", "interrupt", "budget", "answer")
+# The commands whose words follow them: the interrupt's next turn, the budget's raise, the answer's option.
+WORDED = ("interrupt", "budget", "answer")
 
 
 def keywords(configured: Mapping[str, str]) -> dict[str, str]:
@@ -50,23 +54,45 @@ def parse(body: str | None, configured: Mapping[str, str] | None = None) -> Cont
     table = keywords(configured or {})
     if not table:
         return ControlParse()
-    alternatives = "|".join(
-        re.escape(keyword).replace(r"\ ", r"[ \t]+") for keyword in sorted(table.values(), key=len, reverse=True)
-    )
-    # `(?![\w:-])`: "the-loop started" or "the-loop start:now" is not the start command.
-    pattern = re.compile(rf"^[ \t]*({alternatives})(?![\w:-])", re.IGNORECASE | re.MULTILINE)
     text = body.lstrip()
     by_keyword = {" ".join(k.lower().split()): c for c, k in table.items()}
     found: list[str] = []
-    for index, match in enumerate(pattern.finditer(text)):
+    for index, match in enumerate(_pattern(table).finditer(text)):
         if index == 0 and match.start() != 0:
             return ControlParse()  # the comment must open with a keyword
         command = by_keyword[" ".join(match.group(1).lower().split())]
+        if match.group(2) and command not in WORDED:
+            continue  # "the-loop start:now" is not the start command
         if command not in found:
             found.append(command)
     if not found:
         return ControlParse()
     return ControlParse(command=found[0] if len(found) == 1 else None, commands=tuple(found))
+
+
+def _pattern(table: Mapping[str, str]) -> re.Pattern[str]:
+    """A keyword at the start of a line, not running on into a word (``the-loop started``); group 2 is a colon
+    right after it, which only the worded commands take."""
+    alternatives = "|".join(
+        re.escape(keyword).replace(r"\ ", r"[ \t]+") for keyword in sorted(table.values(), key=len, reverse=True)
+    )
+    return re.compile(rf"^[ \t]*({alternatives})(?:(:)|(?![\w:-]))", re.IGNORECASE | re.MULTILINE)
+
+
+def argument(
+    body: str | None, command: str, configured: Mapping[str, str] | None = None, *, lines: bool = False
+) -> str:
+    """The words after ``command``'s keyword where the comment opens with it (a colon after it dropped): the
+    rest of its line, or with ``lines`` the rest of the comment. "" when there are none."""
+    table = keywords(configured or {})
+    if command not in table or not body:
+        return ""
+    text = body.lstrip()
+    match = _pattern({command: table[command]}).match(text)
+    if match is None:
+        return ""
+    rest = text[match.end() :]
+    return (rest if lines else rest.split("\n", 1)[0]).strip()
 
 
 # ------------------------------------------------------------------------------------------- recording and status

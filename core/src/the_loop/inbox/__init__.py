@@ -345,9 +345,10 @@ class Inbox:
 
     # ----------------------------------------------------------------------------------------- the worker's
 
-    def pending(self, now: float | None = None) -> list[InboxEntry]:
+    def pending(self, now: float | None = None, urgent: Callable[[InboxEntry], bool] | None = None) -> list[InboxEntry]:
         """The entries due at ``now``, in arrival order. An entry still backing off is skipped, and so is every
-        later entry naming one of its work items, so a work item's events keep their order (decision 2)."""
+        later entry naming one of its work items, so a work item's events keep their order (decision 2) — except
+        an ``urgent`` one (an interrupt), which is due all the same."""
         now = self.clock() if now is None else now
         try:
             names = sorted(name for name in os.listdir(self.dir) if _ENTRY_NAME.match(name))
@@ -367,7 +368,8 @@ class Inbox:
             if entry.attempts >= self.max_attempts:  # an abandon that crashed before the move: finish it
                 self._abandon(entry)
                 continue
-            if entry.next_attempt_at > now or held.intersection(entry.work_items):
+            waiting = held.intersection(entry.work_items) and not (urgent is not None and urgent(entry))
+            if entry.next_attempt_at > now or waiting:
                 held.update(entry.work_items)
                 continue
             due.append(entry)
@@ -403,6 +405,14 @@ class Inbox:
             self._abandon(updated)
             return None
         return updated
+
+    def defer(self, entry: InboxEntry, seconds: float, why: str, now: float | None = None) -> InboxEntry:
+        """Not now, and no failure: try again in ``seconds`` without counting an attempt (a spawn waiting in line
+        for a free slot). Its work item's later entries wait behind it, as behind a retry."""
+        now = self.clock() if now is None else now
+        record = {**entry.record, "nextAttemptAt": events.timestamp(now + seconds), "deferred": why[:200]}
+        atomic_write_bytes(self.dir / entry.name, _dumps(record))
+        return InboxEntry(entry.name, entry.key, entry.data, entry.attempts, now + seconds, record)
 
     def _abandon(self, entry: InboxEntry) -> None:
         self.abandoned_dir.mkdir(exist_ok=True)

@@ -45,12 +45,19 @@ class InboxWorker:
         handle: Callable[[InboxEntry], Any],
         clock: Callable[[], float] = time.time,
         workers: int = 1,
+        urgent: Callable[[InboxEntry], bool] | None = None,
     ) -> None:
         self.inbox = inbox
         self.handle = handle
         self.clock = clock
         self.workers = max(1, workers)  # routing.maxConcurrentDispatches: work items handled at once
+        self.urgent = urgent  # entries that go ahead of their work item's others (an interrupt)
         self._lock_fd: int | None = None
+
+    @property
+    def holding(self) -> bool:
+        """Whether this worker holds the state root's inbox (it is the one working, not on standby)."""
+        return self._lock_fd is not None
 
     def run(self, should_stop: Callable[[], bool], interval: float = 0.1) -> bool:
         """Work until ``should_stop()``; False when it stopped before it ever held the lock."""
@@ -77,7 +84,9 @@ class InboxWorker:
         of one work item does not hold up the others.
         """
         with self._holding():
-            lanes = _lanes(self.inbox.pending(self.clock()))
+            lanes = _lanes(self.inbox.pending(self.clock(), self.urgent))
+            if self.urgent is not None:
+                lanes = [sorted(lane, key=lambda entry: not self.urgent(entry)) for lane in lanes]  # type: ignore[misc]
 
             def drain(lane: list[InboxEntry]) -> int:
                 handled, done = 0, []
@@ -120,6 +129,9 @@ class InboxWorker:
             )
             return self._released(entry, error), ""
         status = getattr(outcome, "status", None)
+        if status == "queued":  # waiting in line for a free slot: not an attempt, and its item's others wait too
+            self.inbox.defer(entry, float(getattr(outcome, "retry_in", 0) or 1.0), str(outcome.reason), self.clock())
+            return "hold", ""
         if status == "failed" and getattr(outcome, "will_retry", False):
             error = str(getattr(outcome, "error", "") or "failed")
             return self._released(entry, error), ""

@@ -1,5 +1,5 @@
-"""Control commands in a comment (``start``, ``pause``, ``resume``, ``stop``, ``cleanup``, ``choose``), executed for
-the router.
+"""Control commands in a comment (``start``, ``pause``, ``resume``, ``stop``, ``cleanup``, ``choose``, and the
+steering ones: ``interrupt``, ``budget``, ``answer``), executed for the router.
 
 A command is executed in the work item's turn and never forwarded into the session: it is recorded in the portable
 ``control`` section and acted on (a spawn, a session status, a close, a cleanup), and one ``control.command`` or
@@ -30,6 +30,14 @@ REMEDIES = {
     "input-refused": "a lifecycle hook of this installation refused it. Ask the operator, or try again later.",
     "no-checkout": "this work item has no checkout on this machine to record the choice in yet. Put the choice on the "
     "start comment instead (`the-loop start model=…`).",
+    "session-paused": "this work item's session is paused, so there is no turn to interrupt. Resume it first "
+    "(`the-loop resume`).",
+    "no-session": "this work item has no running session, so there is no turn to interrupt.",
+    "bad-budget": "",  # the reason is the text: what was wrong with the amount
+    "nothing-to-answer": "no session of this work item is waiting for a decision on its screen. To answer a "
+    "question the agent asked, reply in words.",
+    "prompt-gone": "the decision prompt is no longer on the session's screen (it was answered, or it changed).",
+    "no-such-option": "",  # the reason is the text: the options there are
 }
 
 
@@ -43,11 +51,14 @@ def execute(
     *,
     spawn: Callable[[], Outcome],
     relaunch: Callable[[str], Outcome] | None = None,
+    interrupt: Callable[[str], Outcome] | None = None,
+    answer: Callable[[str], tuple[bool, str]] | None = None,
 ) -> Outcome:
     """Run ``command`` from ``event`` on ``target``: a collaborator may not, a lifecycle hook may refuse it, then
     each command records itself and acts. ``spawn`` starts the work item's first session (``start`` on an item
     with none): the router's dispatch, with the event's spawn prompt; ``relaunch`` resumes a live session on a choice
-    that changed under it (``choose``), with the given text as its next turn."""
+    that changed under it (``choose``), with the given text as its next turn; ``interrupt`` stops the live session's
+    turn and delivers the given text as the next; ``answer`` presses a decision prompt's option in the pane."""
     from the_loop.hooks import lifecycle
 
     actor = event.actor.id if event.actor else ""
@@ -70,6 +81,8 @@ def execute(
     record = registry.load(str(target))
     own = record.own if record else None
     live = own is not None and own.live
+    if command in STEERING:  # never recorded in `control`: they steer a session, they do not arm or disarm
+        return _steer(config, event, target, command, interrupt, answer)
     if command == "choose":
         return _choose(config, event, target, live, spawn, relaunch)
     if command == "start":
@@ -109,6 +122,46 @@ def execute(
 
     report = closing.cleanup(config, target, actor=actor, source="comment")
     return _executed(event, target, command, _cleanup_effect(report))
+
+
+STEERING = ("interrupt", "budget", "answer")
+
+
+def _steer(
+    config: LoadedConfig,
+    event: InboundEvent,
+    target: WorkItemRef,
+    command: str,
+    interrupt: Callable[[str], Outcome] | None,
+    answer: Callable[[str], tuple[bool, str]] | None,
+) -> Outcome:
+    """``the-loop interrupt: …``, ``the-loop budget +5usd``, ``the-loop answer 2`` from an authorized person."""
+    keywords = config.core.routing.control.keywords
+    words = control.argument(event.body, command, keywords, lines=command == "interrupt")
+    actor = event.actor.id if event.actor else ""
+    if command == "interrupt":
+        if interrupt is None:
+            return _rejected(config, event, target, command, "no-session")
+        outcome = interrupt(words)
+        if outcome.reason in ("session-paused", "no-session"):
+            return _rejected(config, event, target, command, outcome.reason)
+        if not outcome.ok:
+            return outcome
+        return _executed(event, target, command, "interrupted")
+    if command == "budget":
+        from the_loop.sessions.steering import budgets
+
+        raised = budgets.raise_budget(config, target, words, actor=actor, source="comment")
+        if not raised.ok:
+            return _rejected(config, event, target, command, "bad-budget", text=raised.message)
+        return _executed(event, target, command, raised.effect)
+    done, what = answer(words) if answer is not None else (False, "nothing-to-answer")
+    if not done:
+        reason = what.split(":", 1)[0]
+        return _rejected(
+            config, event, target, command, reason if reason in REMEDIES else "nothing-to-answer", text=what
+        )
+    return _executed(event, target, command, "answered")
 
 
 def _remember_choices(config: LoadedConfig, event: InboundEvent, target: WorkItemRef) -> None:
@@ -182,7 +235,14 @@ def _executed(event: InboundEvent, target: WorkItemRef, command: str, effect: st
 
 
 def _rejected(
-    config: LoadedConfig, event: InboundEvent, target: WorkItemRef, command: str, reason: str, *, detail: str = ""
+    config: LoadedConfig,
+    event: InboundEvent,
+    target: WorkItemRef,
+    command: str,
+    reason: str,
+    *,
+    detail: str = "",
+    text: str = "",
 ) -> Outcome:
     events.emit(
         "control.rejected",
@@ -193,7 +253,8 @@ def _rejected(
         delivery_id=event.delivery_id,
     )
     if reason in REMEDIES:
-        control.explain_refusal(config, target, reason, f"the-loop did not run `{command}`: {REMEDIES[reason]}", detail)
+        remedy = REMEDIES[reason] or f"{text}."
+        control.explain_refusal(config, target, reason, f"the-loop did not run `{command}`: {remedy}", detail)
     return Outcome("dropped", reason="rejected", error=reason)
 
 

@@ -345,8 +345,38 @@ class Router:
             )
             return self.dispatcher.relaunch(work)
 
+        def interrupt(text: str) -> Outcome:  # `interrupt`: the harness's own interrupt, then the words
+            from the_loop.sessions.steering.interrupt import KIND, next_turn
+
+            actor = event.actor.id if event.actor else ""
+            work = WorkEvent(
+                delivery_id=f"{event.dedupe_key}:interrupt",
+                work_item=str(target),
+                text=next_turn(text, actor, event.provider),
+                source=event.transport,
+                actor=actor,
+                kind=KIND,
+            )
+            return self.dispatcher.dispatch(work)
+
+        def answer(option: str) -> tuple[bool, str]:  # `answer`: a decision prompt's option, pressed in the pane
+            from the_loop.sessions.steering import stuck
+
+            return stuck.answer(
+                self.config, self.dispatcher.runner, target, option, event.actor.id if event.actor else ""
+            )
+
         return commands.execute(
-            self.config, self.registry, event, target, command, collaborator, spawn=spawn, relaunch=relaunch
+            self.config,
+            self.registry,
+            event,
+            target,
+            command,
+            collaborator,
+            spawn=spawn,
+            relaunch=relaunch,
+            interrupt=interrupt,
+            answer=answer,
         )
 
     def _claimed_command(
@@ -366,7 +396,7 @@ class Router:
         except Exception:
             control_claims.release(self.config.state, event.dedupe_key)
             raise
-        if outcome.status == "failed" and outcome.will_retry:
+        if getattr(outcome, "again", False):  # a retry, or a start waiting in line: it runs again then
             control_claims.release(self.config.state, event.dedupe_key)
         return outcome
 

@@ -78,7 +78,10 @@ def route_pending(config: LoadedConfig) -> int:
 
     try:
         workers = config.core.routing.max_concurrent_dispatches
-        return InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)), workers=workers).run_once()
+        urgent = urgent_for(lambda: config)
+        return InboxWorker(
+            Inbox.for_config(config), inbox_handler(Router(config)), workers=workers, urgent=urgent
+        ).run_once()
     except WorkerBusy:
         return 0
 
@@ -92,9 +95,28 @@ def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threa
         return None
     from the_loop.inbox import Inbox
     from the_loop.inbox.worker import InboxWorker
+    from the_loop.sessions.steering import watch
+    from the_loop.sessions.tmux import runner_for
 
     workers = config.core.routing.max_concurrent_dispatches
-    worker = InboxWorker(Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers)
+    worker = InboxWorker(
+        Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers, urgent=urgent_for(latest)
+    )
     thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-router", daemon=True)
     thread.start()
+    # Budgets and stuck sessions, looked at by the process that works the inbox (one per state root).
+    watch.start(latest, runner_for, should_stop, active=lambda: worker.holding)
     return thread
+
+
+def urgent_for(latest: Callable[[], LoadedConfig]) -> Callable[[InboxEntry], bool]:
+    """An entry that goes ahead of its work item's waiting ones: a comment carrying the interrupt command."""
+    from the_loop import control
+
+    def urgent(entry: InboxEntry) -> bool:
+        event = entry.data.get("event")
+        body = event.get("body") if isinstance(event, dict) else None
+        keywords = latest().core.routing.control.keywords
+        return isinstance(body, str) and control.parse(body, keywords).command == "interrupt"
+
+    return urgent

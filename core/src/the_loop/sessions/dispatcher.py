@@ -30,6 +30,7 @@ from the_loop.sessions.launch import Launcher
 from the_loop.sessions.models import for_work_item, launch_fields
 from the_loop.sessions.outcomes import Outcome, drop, fail, launched, name_taken, not_started, session_fields
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
+from the_loop.sessions.steering import admission, interrupt
 from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner, runner_for
 from the_loop.state import locked
 from the_loop.state.registry import Endpoint, SessionRecord, now_iso
@@ -98,7 +99,7 @@ class Dispatcher:
                 will_retry=True,
             )
             outcome = Outcome("failed", error=str(exc), will_retry=True)
-        if outcome.status == "failed" and outcome.will_retry:
+        if outcome.again:
             self._release(event.delivery_id)
         return outcome
 
@@ -119,6 +120,8 @@ class Dispatcher:
             return self._spawn(event, endpoint_ref)
         if endpoint.status == "paused":
             return drop(event, "session-paused")
+        if event.kind == interrupt.KIND:
+            return self._interrupt(event, endpoint_ref, endpoint)
         text = event.text
         if event.kind in lifecycle.INPUT_KINDS and text.strip():  # a person's words, not a machine event
             asked = lifecycle.run(lifecycle.input_received(self.config, event, endpoint_ref), self.config)
@@ -189,6 +192,24 @@ class Dispatcher:
                 actor=event.actor or None,
             )
             return self._respawn(event, event.work_item, own, clean(event.text))
+
+    # -------------------------------------------------------------------------------------------- interrupt
+
+    def _interrupt(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint) -> Outcome:
+        """Stop the live session's turn with the harness's own interrupt, then deliver the words that came with
+        it as the next turn (:mod:`the_loop.sessions.steering.interrupt`). A dead session is not respawned."""
+        if not endpoint.tmux_target or self.runner.probe(endpoint.tmux_target) != "live":
+            return drop(event, "no-session", detail="its session is not running")
+        try:
+            adapter = adapter_for(endpoint.harness or self.routing.default_harness, self.config)
+        except HarnessError as exc:
+            return fail(event, str(exc), will_retry=False)
+        pressed = interrupt.press(self.config, self.runner, adapter, endpoint)
+        interrupt.logged(event.work_item, endpoint, pressed, event.delivery_id, event.actor)
+        if event.text.strip():
+            return self._deliver(event, endpoint_ref, endpoint, clean(event.text))
+        self._record_delivery(event, endpoint_ref)
+        return Outcome("delivered", reason="interrupted", tmux_target=endpoint.tmux_target)
 
     # --------------------------------------------------------------------------------------------- deliver
 
@@ -271,6 +292,9 @@ class Dispatcher:
                 cwd = str(workspace.spawn_cwd(self.config, parse_ref(endpoint_ref)).path)
             except workspace.WorkspaceError as exc:
                 return fail(event, f"respawn: workspace: {exc}", will_retry=exc.transient, tmux_target=target)
+        waiting = admission.admit(self.config, parse_ref(event.work_item), respawn=True)
+        if waiting is not None:  # too little memory even for a respawn: it is first in line
+            return Outcome("queued", reason=waiting.reason, retry_in=waiting.retry_in, tmux_target=target)
         spawn = lifecycle.run(
             lifecycle.session_spawn(self.config, event, endpoint_ref, adapter.name, cwd, text, respawn=True),
             self.config,
@@ -365,6 +389,7 @@ class Dispatcher:
         ref = parse_ref(event.work_item)
         disarmed = self._disarmed_by(event)
         if disarmed:
+            admission.forget(self.config, ref)  # stopped while it waited in line: it waits no more
             return drop(event, "awaiting-start", detail=f"the last control command is {disarmed}")
         harness_name = self.routing.default_harness
         started = lifecycle.ask_work_item_start(self.config, ref, actor=event.actor, harness=harness_name)
@@ -375,6 +400,9 @@ class Dispatcher:
             adapter = adapter_for(harness_name, self.config)
         except HarnessError as exc:
             return fail(event, str(exc), will_retry=False, spawn_failed=harness_name)
+        waiting = admission.admit(self.config, ref)
+        if waiting is not None:  # past routing.capacity: in line, tried again without counting a failure
+            return Outcome("queued", reason=waiting.reason, retry_in=waiting.retry_in)
         self._open_channels(event)
         from the_loop.sessions import workspace
 

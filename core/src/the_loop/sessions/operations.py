@@ -1,4 +1,5 @@
-"""What a person does to a work item from outside its ticket: say, answer, pause, resume, stop, clean up.
+"""What a person does to a work item from outside its ticket: say, answer, pause, resume, stop, clean up, and
+steer: interrupt a turn, raise a budget, answer a decision prompt on the session's screen.
 
 The CLI's ``sessions say|pause|resume|stop|cleanup`` and the web control plane's actions are two surfaces over
 these functions, so both take one path: the same control record, the same dispatcher (FIFO and dedupe with every
@@ -125,6 +126,63 @@ def answer(config: LoadedConfig, ref: WorkItemRef, text: str, *, question_id: st
     if done.ok:
         config.registry.update(str(ref), lambda record: record.take_question(question_id))
     return done
+
+
+# ------------------------------------------------------------------------------------------------ steering
+
+
+def interrupt(config: LoadedConfig, ref: WorkItemRef, text: str, *, source: str, actor: str) -> Done:
+    """Stop the session's current turn with the harness's own interrupt; ``text`` (if any) is the next turn."""
+    from the_loop.models import WorkEvent
+    from the_loop.sessions.dispatcher import Dispatcher
+    from the_loop.sessions.steering.interrupt import KIND, next_turn
+
+    event = WorkEvent(
+        delivery_id=f"{source}-interrupt-{uuid.uuid4()}",
+        work_item=str(ref),
+        text=next_turn(text, actor, source),
+        source=source,
+        actor=actor,
+        kind=KIND,
+    )
+    outcome = Dispatcher(config).dispatch(event)
+    if outcome.ok:
+        _logged(ref, "interrupt", "interrupted", source, actor, tmux_target=outcome.tmux_target or None)
+        said = " and delivered the text as its next turn" if text.strip() else ""
+        return Done(True, "interrupted", f"interrupted {ref}'s turn{said}", outcome.tmux_target)
+    effect = outcome.reason or "failed"
+    _logged(ref, "interrupt", effect, source, actor)
+    if effect == "session-paused":
+        return Done(False, effect, f"{ref} is paused: there is no turn to interrupt")
+    if effect == "no-session":
+        return Done(False, effect, f"{ref} has no running session to interrupt")
+    return Done(False, effect, f"not interrupted: {outcome.error or effect}")
+
+
+def raise_budget(config: LoadedConfig, ref: WorkItemRef, amount: str, *, source: str, actor: str) -> Done:
+    """Add ``amount`` (``+5usd``, ``+200000tokens``, ``+30min``) to the work item's budget; a session paused by
+    its budget resumes once every measure is under its limit again."""
+    from the_loop.sessions.steering import budgets
+    from the_loop.state import locked
+    from the_loop.state.slugs import work_item_lock
+
+    with locked(work_item_lock(config.state, str(ref), "dispatch")):
+        raised = budgets.raise_budget(config, ref, amount, actor=actor, source=source)
+    _logged(ref, "budget", raised.effect, source, actor)
+    return Done(raised.ok, raised.effect, raised.message)
+
+
+def answer_prompt(config: LoadedConfig, ref: WorkItemRef, option: str, *, source: str, actor: str) -> Done:
+    """Press ``option`` of the decision prompt the session's screen shows (posted as ``session.blocked``)."""
+    from the_loop.sessions.steering import stuck
+    from the_loop.sessions.tmux import runner_for
+
+    done, what = stuck.answer(config, runner_for(config), ref, option, actor)
+    effect = "answered" if done else what.split(":", 1)[0]
+    _logged(ref, "answer", effect, source, actor)
+    if not done and effect == "nothing-to-answer":
+        what = f"no session of {ref} is waiting for a decision on its screen"
+    return Done(done, effect, what)
 
 
 # ------------------------------------------------------------------------------------------------ control

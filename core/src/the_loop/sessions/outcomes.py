@@ -14,22 +14,30 @@ if TYPE_CHECKING:
     from the_loop.models import WorkEvent
     from the_loop.sessions.models import Resolved
 
-Status = Literal["delivered", "spawned", "respawned", "dropped", "failed"]
+Status = Literal["delivered", "spawned", "respawned", "dropped", "failed", "queued"]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a dispatch did. ``failed`` releases the delivery id for a retry when ``will_retry``."""
+    """What a dispatch did. ``failed`` releases the delivery id for a retry when ``will_retry``; ``queued`` (a
+    spawn waiting in line for a free slot) releases it too, to be tried again in ``retry_in`` seconds without
+    counting as a failure."""
 
     status: Status
     reason: str = ""
     error: str = ""
     will_retry: bool = False
     tmux_target: str = ""
+    retry_in: float = 0.0
 
     @property
     def ok(self) -> bool:
         return self.status in ("delivered", "spawned", "respawned")
+
+    @property
+    def again(self) -> bool:
+        """Whether the same event is to be handled again later (a retry, or its turn in line)."""
+        return self.status == "queued" or (self.status == "failed" and self.will_retry)
 
 
 def drop(event: WorkEvent, reason: str, detail: str = "") -> Outcome:

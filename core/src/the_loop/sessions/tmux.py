@@ -70,6 +70,7 @@ CREDENTIAL_ENV_NAMES: tuple[str, ...] = (
 _PANE_SECRET_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 _KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9._\-]*")
 _TARGET = re.compile(r"^loop-[A-Za-z0-9_-]+$")
+_KEY_NAME = re.compile(r"^(?:[CMS]-)*[A-Za-z0-9]+$")  # tmux key names (Escape, Enter, 2, C-c)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 _ENV_FLAG_SINCE = (3, 2)  # new-session -e
@@ -407,6 +408,29 @@ class TmuxRunner:
             raise DeliveryError("session_missing", f"tmux session {target} is {state}", transient=False)
         stderr = answer.stderr.decode(errors="replace").strip()
         raise DeliveryError("tmux_failed", f"delivery to {target} failed: {stderr or 'pane not live'}", transient=True)
+
+    def send_keys(self, target: str, keys: Sequence[str]) -> None:
+        """Press ``keys`` (tmux key names: ``Escape``, ``Enter``, ``2``, ``C-c``; never a literal string) in the
+        session's pane, as a harness's interrupt or a prompt's answer. Like :meth:`deliver`: aimed at the pane, no
+        client resolved, only into a live pane (checked inside tmux), one key press at a time per pane in this
+        process. Raises :class:`DeliveryError`."""
+        target = tmux_target(target)
+        if not keys or not all(_KEY_NAME.match(key) for key in keys):
+            raise ValueError(f"not tmux key names: {list(keys)!r}")
+        pane = f"={target}:"
+        press = "send-keys -t " + pane + " " + " ".join(keys)
+        command = ["if-shell", "-F", "-t", pane, "#{pane_dead}", f"display-message -p -t {pane} {_PANE_DEAD}", press]
+        with self._lock_for(target):
+            answer = self._run(command)
+        if answer is None:
+            raise DeliveryError("tmux_unanswered", f"tmux did not answer a key press in {target}", transient=True)
+        if answer.returncode == 0 and _PANE_DEAD not in answer.stdout.decode(errors="replace"):
+            return
+        state = self.probe(target)
+        if state in ("dead", "absent"):
+            raise DeliveryError("session_missing", f"tmux session {target} is {state}", transient=False)
+        stderr = answer.stderr.decode(errors="replace").strip()
+        raise DeliveryError("tmux_failed", f"key press in {target} failed: {stderr or 'pane not live'}", transient=True)
 
     def _lock_for(self, target: str) -> threading.Lock:
         """One paste at a time per pane in this process (tmux may interleave two clients' command lists)."""

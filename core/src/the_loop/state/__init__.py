@@ -114,6 +114,12 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "a lock means something only to processes on this machine",
     ),
     GeneratedPath(
+        "local/admission.json",
+        False,
+        "the work items waiting in line for a slot (routing.capacity): respawns first, then first spawns in order",
+        "slots and memory are this machine's own; another machine has its own line",
+    ),
+    GeneratedPath(
         "local/inbox/abandoned/",
         False,
         "inbox entries that failed every attempt, kept with their last error",
@@ -200,11 +206,15 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("portable", "channels", "workspace-entity", "the conversation (thread) opened for this work item"),
     Attribute("portable", "ended", "operator-ledger", "whether and how the work item ended"),
     Attribute("portable", "lifecycle", "operator-ledger", "that work_item_start was asked for the current arming"),
+    Attribute("portable", "budget", "operator-ledger", "what authorized people added to its budget, who and when"),
     Attribute("local", "version", "derived", "the record's shape (2)"),
     Attribute("local", "workItem", "derived", "whose sessions these are"),
     Attribute("local", "sessions", "machine-handle", "one session per ref: harness, conversation id, cwd, tmux"),
     Attribute("local", "channels", "machine-handle", "what this machine last read of each thread (cursors)"),
     Attribute("local", "question", "machine-handle", "the agent's open question (the-loop ask) until a person answers"),
+    Attribute("local", "usage", "machine-handle", "what its sessions spent here (tokens, cost), read cursors, warnings"),
+    Attribute("local", "blocked", "machine-handle", "the decision prompt a session's screen shows, as posted"),
+    Attribute("local", "idle", "machine-handle", "since when a session has been quiet, once nudged"),
 )
 
 # Which kinds may live in which file: a machine handle must never reach a tracked file.
@@ -379,6 +389,25 @@ class Corrupt:
 MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
 
 
+def appended_lines(path: Path, offset: int, limit: int = 16 << 20) -> tuple[list[bytes], int]:
+    """The complete lines appended to ``path`` past byte ``offset`` (at most ``limit`` bytes of them per call), and
+    the offset after the last one: a partial last line is left for the next call. A file now shorter than
+    ``offset`` (replaced or truncated) is read from its start; a missing or unreadable one gives nothing. What a
+    harness appends to its transcript is read this way, never the whole file again."""
+    try:
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size < offset:
+                offset = 0
+            handle.seek(offset)
+            data = handle.read(limit)
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    return [line for line in data[:end].split(b"\n") if line.strip()], offset + end + 1
+
+
 def read_regular(path: Path, limit: int = MAX_STATE_FILE_BYTES) -> bytes | type[Corrupt] | None:
     """The bytes of the regular file at ``path``; None when absent; :class:`Corrupt` for anything else there.
 
@@ -511,6 +540,28 @@ def locked(lock_path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def try_locked(lock_path: Path) -> Iterator[bool]:
+    """Like :func:`locked`, without waiting: the block runs either way and is told whether it holds the lock (a
+    periodic check skips an item another process is busy with, rather than queue behind it)."""
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StateError(f"cannot create lock {lock_path}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
+                raise
+            held = False
+        yield held
+    finally:
+        os.close(fd)
 
 
 def declared_paths(extra: Iterable[GeneratedPath] = ()) -> list[GeneratedPath]:

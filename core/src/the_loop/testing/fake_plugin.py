@@ -19,21 +19,26 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from the_loop import hookimpl
 from the_loop.interfaces import (
+    BlockedPrompt,
     Capabilities,
     ChoiceKind,
     HarnessAdapter,
     Launch,
+    PromptOption,
     ReadyCheck,
     TicketProvider,
+    Usage,
+    UsageRead,
     Verdict,
 )
 from the_loop.refs import WorkItemRef
-from the_loop.testing.harness import PROMPT, fake_harness_argv
+from the_loop.testing.harness import ASKING, PROMPT, fake_harness_argv
 
 MARKER = "<!-- the-loop:agent-comment -->"
 
@@ -42,7 +47,14 @@ class FakeAdapter(HarnessAdapter):
     """Drives ``python -m the_loop.testing.harness`` the way Claude Code is driven: pre-assigned id, resumable."""
 
     name = "fake"
-    capabilities = Capabilities(tmux_hostable=True, preassigned_session_id=True, can_resume=True)
+    capabilities = Capabilities(
+        tmux_hostable=True,
+        preassigned_session_id=True,
+        can_resume=True,
+        can_interrupt=True,
+        reports_usage=True,
+        recognises_prompts=True,
+    )
 
     def _argv(self, launch: Launch, **ids: str) -> list[str]:
         log = os.environ.get("FAKE_HARNESS_LOG")  # "{session}" in it gives each conversation its own log
@@ -66,6 +78,43 @@ class FakeAdapter(HarnessAdapter):
         transcript); without it there is nothing to ask and a resume is tried."""
         state = os.environ.get("FAKE_HARNESS_STATE")
         return (Path(state) / launch.session_id).exists() if state else True
+
+    def interrupt_keys(self) -> tuple[str, ...]:
+        return ("Escape",)
+
+    def interrupted_check(self, launch: Launch) -> ReadyCheck:
+        """Stopped once the screen's last line is the prompt again (a busy turn shows ``[working]`` last)."""
+
+        def stopped(screen: Callable[[], str]) -> bool:
+            lines = [line for line in screen().splitlines() if line.strip()]
+            return bool(lines) and lines[-1].startswith(PROMPT)
+
+        return stopped
+
+    def read_usage(self, session_id: str, cwd: Path, cursor: str) -> UsageRead | None:
+        """The usage lines the fake appended to its conversation's file (``FAKE_HARNESS_STATE``) past ``cursor``
+        (a byte offset)."""
+        from the_loop.toolkit import appended_lines
+
+        state = os.environ.get("FAKE_HARNESS_STATE")
+        if not state:
+            return None
+        lines, offset = appended_lines(Path(state) / session_id, int(cursor or 0))
+        usage = []
+        for line in lines:
+            try:
+                spent = json.loads(line)
+                usage.append(Usage(**spent["usage"], model=spent.get("model", "")))
+            except (ValueError, KeyError, TypeError):
+                continue  # not a usage line
+        return UsageRead(tuple(usage), str(offset))
+
+    def blocked_prompt(self, screen: str) -> BlockedPrompt | None:
+        """The fake's one decision prompt, when it is the last thing on screen."""
+        lines = [line.strip() for line in screen.splitlines() if line.strip()]
+        if len(lines) < 3 or not lines[-3].startswith(ASKING) or lines[-1] != "2. No":
+            return None
+        return BlockedPrompt(lines[-3], (PromptOption("1", "Yes", ("1",)), PromptOption("2", "No", ("2",))))
 
     def model_args(self, model: str) -> list[str] | None:
         return ["--model", model]

@@ -12,18 +12,28 @@ log (``--log PATH`` or ``$FAKE_HARNESS_LOG``), one object per line with a ``kind
 - ``control`` — a control byte arrived (``byte``); Ctrl-A and Ctrl-U act as they do in Claude Code's input line
   (move to the line start; delete from the cursor back to the line start), so neither empties a draft;
 - ``submit`` — the input line when a bare CR arrived outside a paste (``boot: true`` for the positional prompt);
+- ``interrupt`` — a lone Escape arrived (``busy``: whether it ended a turn);
+- ``answered`` — the key that answered a decision prompt (``choice``: ``1`` or ``2``);
 - ``signal`` / ``exit`` — SIGTERM received (and whether it was ignored), exit status.
 
 Drive it with submitted text: ``/exit N`` exits with status N, ``/ignore-term`` ignores SIGTERM from then on,
-``/busy S`` stops reading for S seconds. Environment knobs: ``FAKE_HARNESS_REFUSE_RESUME=1`` (a ``--resume`` start
-exits 1 at once), ``FAKE_HARNESS_IGNORE_TERM=1``, ``FAKE_HARNESS_STATE=<dir>`` (a fresh start creates ``<dir>/<id>``;
-resuming an id not there exits 1, as Claude Code does). ``--exit-at-start N`` exits with N right after logging start.
+``/busy S`` is a turn of S seconds (input typed meanwhile waits, as a harness queues it, and a lone Escape ends the
+turn early: ``interrupt``), ``/ask <what>`` shows a decision prompt (``Allow fake-tool to run <what>?`` with
+``1. Yes`` and ``2. No``) and waits for the key ``1`` or ``2`` (``answered``). With ``FAKE_HARNESS_STATE`` each turn
+appends its usage to the conversation's file there (``{"usage": {...}}``: input tokens one per word, output tokens
+10 or the N of a ``[tokens N]`` in the text), as a transcript records it.
+
+Environment knobs: ``FAKE_HARNESS_REFUSE_RESUME=1`` (a ``--resume`` start exits 1 at once),
+``FAKE_HARNESS_IGNORE_TERM=1``, ``FAKE_HARNESS_STATE=<dir>`` (a fresh start creates ``<dir>/<id>``; resuming an id
+not there exits 1, as Claude Code does). ``--exit-at-start N`` exits with N right after logging start.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import sys
 import time
@@ -38,6 +48,9 @@ PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 LINE_START, KILL_BACK = 0x01, 0x15  # Ctrl-A, Ctrl-U
 PROMPT = "fake-harness>"
+ESCAPE = b"\x1b"
+ASKING = "Allow fake-tool to run"  # the decision prompt's first words
+_TOKENS = re.compile(r"\[tokens (\d+)\]")
 # Names whose presence the fake reports (a test proves the runner stripped them); values are never logged.
 CREDENTIAL_NAMES = (
     "GH_TOKEN",
@@ -164,12 +177,65 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 class _Tui:
-    def __init__(self, log: _Log) -> None:
+    def __init__(self, log: _Log, conversation: Path | None = None) -> None:
         self.log = log
+        self.conversation = conversation  # where each turn's usage is appended (FAKE_HARNESS_STATE)
         self.line = bytearray()
         self.cursor = 0  # where typed and pasted text goes in, as in a real line editor
         self.paste: bytearray | None = None  # collecting a bracketed paste
         self.pending = b""  # an escape sequence split across reads
+        self.busy_until = 0.0  # a turn in progress: input waits in ``queued`` until it ends
+        self.turn = ""  # the text of the turn in progress
+        self.queued = b""
+        self.asking = ""  # a decision prompt on screen: only its keys are read
+
+    def read(self, data: bytes) -> None:
+        """One read from the terminal: a lone Escape interrupts, a prompt takes its key, a busy turn queues."""
+        if data == ESCAPE:
+            self.interrupt()
+        elif self.asking:
+            self.answer(data)
+        elif time.monotonic() < self.busy_until:
+            self.queued += data
+        else:
+            self.feed(data)
+
+    def tick(self) -> None:
+        """Called between reads: a busy turn whose time is up ends, and what was typed meanwhile is read."""
+        if self.busy_until and time.monotonic() >= self.busy_until:
+            self.end_turn()
+
+    def end_turn(self, interrupted: bool = False) -> None:
+        self.busy_until = 0.0
+        self.spend(self.turn)
+        self.show("\n[interrupted]\n" if interrupted else "\n[turn done]\n")
+        self.show(f"{PROMPT} ")
+        queued, self.queued = self.queued, b""
+        if queued:
+            self.feed(queued)
+
+    def interrupt(self) -> None:
+        busy = bool(self.busy_until)
+        self.log.write("interrupt", busy=busy)
+        if busy:
+            self.end_turn(interrupted=True)
+
+    def answer(self, data: bytes) -> None:
+        choice = data.decode(errors="replace").strip()[:1]
+        if choice not in ("1", "2"):
+            return
+        self.log.write("answered", choice=choice, asked=self.asking)
+        self.asking = ""
+        self.show("\x1b[2J\x1b[H" + ("[allowed]" if choice == "1" else "[denied]") + f"\n{PROMPT} ")
+
+    def spend(self, text: str) -> None:
+        """Record a turn's usage in the conversation's file, as a transcript would."""
+        if self.conversation is None or not text:
+            return
+        tokens = _TOKENS.search(text)
+        usage = {"input_tokens": len(text.split()), "output_tokens": int(tokens[1]) if tokens else 10}
+        with self.conversation.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"usage": usage, "model": "fake-model"}) + "\n")
 
     def show(self, text: str) -> None:
         os.write(1, text.replace("\n", "\r\n").encode())
@@ -228,14 +294,22 @@ class _Tui:
 
     def submit(self, text: str, boot: bool = False) -> None:
         self.log.write("submit", text=text, boot=boot)
-        self.show(f"\n[submitted {len(text)} chars]\n{PROMPT} ")
+        self.show(f"\n[submitted {len(text)} chars]\n")
         command, _, arg = text.strip().partition(" ")
         if command == "/exit":
             _exit(self.log, int(arg or 0))
         elif command == "/ignore-term":
             _ignore_term(self.log)
         elif command == "/busy":
-            time.sleep(float(arg or 1))
+            self.turn, self.busy_until = text, time.monotonic() + float(arg or 1)
+            self.show("[working]\n")
+            return
+        elif command == "/ask":
+            self.asking = arg.strip() or "a command"
+            self.show(f"{ASKING} {self.asking}?\n\u276f 1. Yes\n  2. No\n")
+            return
+        self.spend(text)
+        self.show(f"{PROMPT} ")
 
 
 def _partial_suffix(data: bytes, marker: bytes) -> int:
@@ -283,8 +357,8 @@ def main(argv: list[str] | None = None) -> None:
     if resume and env.get("FAKE_HARNESS_REFUSE_RESUME") == "1":
         _exit(log, 1)
     state = env.get("FAKE_HARNESS_STATE")
-    if state and session_id:
-        marker = Path(state) / session_id
+    marker = Path(state) / session_id if state and session_id else None
+    if marker is not None:
         if resume and not marker.exists():
             _exit(log, 1)  # Claude Code refuses to resume a conversation it does not have
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -294,17 +368,20 @@ def main(argv: list[str] | None = None) -> None:
         import tty
 
         tty.setraw(0)
-    tui = _Tui(log)
+    tui = _Tui(log, marker)
     # Bracketed paste on, then the prompt: once tmux shows the prompt it has also seen the mode switch.
     tui.show(f"\x1b[?2004h{PROMPT} ")
     log.write("ready")
     if words:
         tui.submit(words[-1], boot=True)
     while True:
-        data = os.read(0, 65536)  # blocks; a signal handler runs while waiting
-        if not data:
-            _exit(log, 0)
-        tui.feed(data)
+        wait = max(0.0, tui.busy_until - time.monotonic()) if tui.busy_until else None
+        if select.select([0], [], [], wait)[0]:  # a signal handler runs while waiting
+            data = os.read(0, 65536)
+            if not data:
+                _exit(log, 0)
+            tui.read(data)
+        tui.tick()
 
 
 if __name__ == "__main__":
