@@ -27,7 +27,18 @@ __all__ = [
 ]
 
 EventKind = Literal[
-    "comment", "review", "review-comment", "opened", "labeled", "reopened", "closed", "ci", "reply", "text", "other"
+    "comment",
+    "review",
+    "review-comment",
+    "opened",
+    "labeled",
+    "reopened",
+    "closed",
+    "ci",
+    "reply",
+    "text",
+    "other",
+    "interrupt",  # a WorkEvent only: the harness's own interrupt, then its text (sessions.steering.interrupt)
 ]
 
 

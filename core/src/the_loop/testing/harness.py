@@ -20,8 +20,8 @@ Drive it with submitted text: ``/exit N`` exits with status N, ``/ignore-term`` 
 ``/busy S`` is a turn of S seconds (input typed meanwhile waits, as a harness queues it, and a lone Escape ends the
 turn early: ``interrupt``), ``/ask <what>`` shows a decision prompt (``Allow fake-tool to run <what>?`` with
 ``1. Yes`` and ``2. No``) and waits for the key ``1`` or ``2`` (``answered``). With ``FAKE_HARNESS_STATE`` each turn
-appends its usage to the conversation's file there (``{"usage": {...}}``: input tokens one per word, output tokens
-10 or the N of a ``[tokens N]`` in the text), as a transcript records it.
+appends its usage to the conversation's file there (``{"usage": {...}}``: one input token, and output tokens 10 or
+the N of a ``[tokens N]`` in the text), as a transcript records it.
 
 Environment knobs: ``FAKE_HARNESS_REFUSE_RESUME=1`` (a ``--resume`` start exits 1 at once),
 ``FAKE_HARNESS_IGNORE_TERM=1``, ``FAKE_HARNESS_STATE=<dir>`` (a fresh start creates ``<dir>/<id>``; resuming an id
@@ -233,7 +233,7 @@ class _Tui:
         if self.conversation is None or not text:
             return
         tokens = _TOKENS.search(text)
-        usage = {"input_tokens": len(text.split()), "output_tokens": int(tokens[1]) if tokens else 10}
+        usage = {"input_tokens": 1, "output_tokens": int(tokens[1]) if tokens else 10}
         with self.conversation.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps({"usage": usage, "model": "fake-model"}) + "\n")
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 MEASURES = ("tokens", "cost", "wall")
 KINDS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 RAISES_KEPT = 20
-_AMOUNT = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*([km]?)\s*([a-z]+)$", re.IGNORECASE)
+# A number, then a k or an m only when tokens follow ("+30min" is minutes), then the unit.
+_AMOUNT = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*(?:([km])\s*(?=tokens?$))?([a-z]+)$", re.IGNORECASE)
 _UNITS = {"tokens": "tokens", "token": "tokens", "min": "wall", "mins": "wall", "minutes": "wall", "m": "wall"}
 _HOURS = ("h", "hour", "hours")
 
@@ -290,7 +291,7 @@ def parse_amount(text: str, currency: str) -> tuple[str, float] | str:
     match = _AMOUNT.match(" ".join(text.split()))
     if match is None:
         return f"{text!r} is not an amount: write +5{currency}, +200000tokens or +30min"
-    number, scale, unit = float(match[1]), match[2].lower(), match[3].lower()
+    number, scale, unit = float(match[1]), (match[2] or "").lower(), match[3].lower()
     if unit in _HOURS:
         return ("wall", number * 60) if not scale else f"{text!r}: hours take no k or m"
     measure = "cost" if unit == currency else _UNITS.get(unit)
