@@ -30,4 +30,6 @@ fi
 [ -x "$claude_bin" ] && export THE_LOOP_TEST_CLAUDE="$PWD/$claude_bin"
 # The import contracts in pyproject.toml ([tool.importlinter]): core's layers and the plugin boundary.
 .venv/bin/lint-imports --no-cache
-exec .venv/bin/python -m pytest "$@"
+# Four workers on any machine: most tests wait on tmux, a harness or a server rather than compute, so they overlap
+# well even on two cores (`-n 0` runs them one at a time; a later -n wins).
+exec .venv/bin/python -m pytest -n 4 --dist worksteal "$@"

@@ -124,6 +124,7 @@ def test_an_untracked_item_a_bad_ref_and_no_ref(machine: Machine) -> None:
             "stateFile",
             "unreadable",
             "problems",
+            "steering",
         ]
     )
     bad = machine.check(ref="bad ref")

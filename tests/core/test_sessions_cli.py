@@ -84,7 +84,7 @@ def operator(loop_env: LoopEnv) -> Iterator[Operator]:
 def test_f27_an_empty_registry_lists_nothing(operator: Operator) -> None:
     result = operator.run("sessions", "list")
     assert result.returncode == 0
-    header = "Work item  Harness  Model  Session id  Tmux  Status  Control  Last event"
+    header = "Work item  Harness  Model  Session id  Tmux  Status  Control  Spend  Last event"
     assert result.stdout.strip() == header
     assert "(no registered sessions)" in result.stderr
     as_json = operator.run("sessions", "list", "--format", "json")
@@ -140,6 +140,7 @@ def test_r51_list_filters_by_status_and_shows_the_model_with_its_effort(operator
     assert active[:5] == ["github:octo/repo#15", "claude", "m1", "(high)", "a1"] and active[5:] == [
         "-",
         "down",
+        "-",
         "-",
         "-",
     ]

@@ -5,6 +5,9 @@ stuck sessions (blocked on a decision prompt, or idle). The same scenarios run a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,19 @@ def comment(world: World, body: str, *, ref: str = REF, actor: str = "octocat") 
 def say(world: World, text: str, ref: str = REF) -> Any:
     """Text straight into the session (a fake harness command is read at the start of a turn, not in an event)."""
     return world.dispatcher.dispatch(world.work_event(text, ref=ref))
+
+
+def cli(world: World, *args: str) -> Any:
+    """``the-loop -c <the world's config> ARGS`` in a process of its own, as an operator runs it."""
+    env = {**os.environ, "THE_LOOP_EXTRA_PLUGINS": "the_loop.testing.fake_plugin"}
+    argv = [sys.executable, "-m", "the_loop", "-c", str(world.config_path), *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def listed(world: World) -> dict[str, dict[str, Any]]:
+    result = cli(world, "sessions", "list", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return {row["endpoint"]: row for row in json.loads(result.stdout)}
 
 
 def tick(world: World) -> dict[str, int]:
@@ -187,6 +203,10 @@ def test_a_token_budget_warns_once_pauses_after_the_turn_that_crosses_it_and_a_r
     wait_for(lambda: (tick(world), world.events("budget.exhausted"))[1], timeout=10)
 
     assert world.own().status == "paused"  # paused, not killed: the pane and its conversation are there
+    row = listed(world)[REF]
+    assert row["status"] == "paused (budget)" and row["spend"] == "148/100 tokens"
+    checked = cli(world, "check", REF)
+    assert "  spend: 148/100 tokens (paused: its tokens budget is spent)" in checked.stdout.splitlines()
     assert world.runner.probe(world.own().tmux_target) == "live"
     [warning] = world.events("budget.warning")
     assert warning["measure"] == "tokens" and warning["limit"] == 100
@@ -251,6 +271,8 @@ def test_past_max_live_sessions_a_third_item_queues_and_spawns_when_the_first_is
 
     assert world.endpoint(THIRD) is None
     assert admission.queued(world.config) == {THIRD: 1}
+    assert listed(world)[THIRD]["status"] == "queued (position 1)"
+    assert "  queued: position 1 in line for a slot (routing.capacity)" in cli(world, "check", THIRD).stdout
     [queued] = world.events("admission.queued")
     assert queued["work_item"] == THIRD and queued["reason"] == "max-live-sessions" and queued["live"] == 2
     assert "queued this work item (position 1)" in world.comments(THIRD)[-1]
@@ -303,6 +325,7 @@ def test_a_decision_prompt_is_posted_once_and_only_an_authorized_answer_presses_
 
     [blocked] = world.events("session.blocked")
     assert blocked["options"] == ["1", "2"] and "make build" in blocked["text"]
+    assert listed(world)[REF]["status"] == "blocked"
     posted = world.comments()[-1]
     assert "make build" in posted and "1. Yes" in posted and "the-loop answer" in posted
     assert len([c for c in world.comments() if "waiting for a decision" in c]) == 1
@@ -351,6 +374,7 @@ def test_an_idle_session_gets_one_nudge_and_the_waiting_for_input_point(
     watch.tick(world.config, world.runner)
 
     assert len(world.events("session.idle")) == 1
+    assert listed(world)[REF]["status"] == "idle"
     assert "no activity" in world.comments()[-1] and "the-loop interrupt" in world.comments()[-1]
     told = [json.loads(line) for line in log.read_text().splitlines()]
     [point] = [call for call in told if call["point"] == "waiting_for_input"]

@@ -68,6 +68,7 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"  pull request {row['ref']}: {row['state']}")
     for endpoint in report["endpoints"]:
         lines.extend(_endpoint_lines(report["workItem"], endpoint))
+    lines.extend(_steering_lines(report["steering"]))
     if report["state"] == "armed" and not report["endpoints"]:
         lines.append("  no session yet: its next event starts one")
     ended = report["ended"]
@@ -77,6 +78,24 @@ def render(report: dict[str, Any]) -> list[str]:
         lines.append(f"  checkout: {report['checkout']}")
     for problem in report["problems"]:
         lines.append(f"  ignored in work-item-state.json: {problem}")
+    return lines
+
+
+def _steering_lines(steering: dict[str, Any]) -> list[str]:
+    lines = []
+    if steering["queued"]:
+        lines.append(f"  queued: position {steering['queued']} in line for a slot (routing.capacity)")
+    if steering["spend"]:
+        exhausted = (steering["usage"] or {}).get("exhausted")
+        lines.append(
+            f"  spend: {steering['spend']}" + (f" (paused: its {exhausted} budget is spent)" if exhausted else "")
+        )
+    blocked = steering["blocked"]
+    if blocked:
+        options = ", ".join(f"{o.get('key')} {o.get('label')}" for o in blocked["options"] if isinstance(o, dict))
+        lines.append(f"  blocked since {blocked.get('since') or '-'}: {blocked.get('text') or '-'} ({options})")
+    if steering["idle"]:
+        lines.append(f"  idle since {steering['idle'].get('since') or '-'} (nudged {steering['idle'].get('nudgedAt')})")
     return lines
 
 

@@ -71,11 +71,30 @@ def standing(config: LoadedConfig, ref: WorkItemRef) -> dict[str, Any]:
         "stateFile": str(state_file) if state_file is not None and state_file.is_file() else None,
         "unreadable": unreadable,
         "problems": problems,
+        "steering": steering(config, str(ref), record),
     }
     tracked = bool(record is not None or any(key not in ("ref", "url") for key in portable) or found is not None)
     report["state"] = classify(report, tracked, archived=ended is not None and not checkouts and record is None)
     report["headline"] = _headline(report)
     return report
+
+
+def steering(
+    config: LoadedConfig, work_item: str, record: SessionRecord | None, queued: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """What steering says of the item: its spend (a line, and the counts), the decision prompt its session waits
+    at, since when it is idle, and its place in line for a slot (``queued``: the line, when already read)."""
+    from the_loop.sessions.steering import admission, budgets, stuck
+
+    usage = budgets.usage_of(record)
+    line = admission.queued(config) if queued is None else queued
+    return {
+        "spend": budgets.describe(config, record),
+        "usage": {k: v for k, v in usage.items() if k not in ("cursors", "warned")} or None,
+        "blocked": stuck.blocked_of(record),
+        "idle": stuck.idle_of(record),
+        "queued": line.get(work_item),
+    }
 
 
 def classify(report: dict[str, Any], tracked: bool, *, archived: bool) -> str:

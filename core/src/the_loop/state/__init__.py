@@ -212,7 +212,9 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("local", "sessions", "machine-handle", "one session per ref: harness, conversation id, cwd, tmux"),
     Attribute("local", "channels", "machine-handle", "what this machine last read of each thread (cursors)"),
     Attribute("local", "question", "machine-handle", "the agent's open question (the-loop ask) until a person answers"),
-    Attribute("local", "usage", "machine-handle", "what its sessions spent here (tokens, cost), read cursors, warnings"),
+    Attribute(
+        "local", "usage", "machine-handle", "what its sessions spent here (tokens, cost), read cursors, warnings"
+    ),
     Attribute("local", "blocked", "machine-handle", "the decision prompt a session's screen shows, as posted"),
     Attribute("local", "idle", "machine-handle", "since when a session has been quiet, once nudged"),
 )
