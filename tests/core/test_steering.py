@@ -387,4 +387,3 @@ def _slug(world: World) -> str:
     from the_loop.state.slugs import slug_of
 
     return slug_of(world.config.state, REF)
-
