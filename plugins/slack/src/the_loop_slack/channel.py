@@ -31,6 +31,11 @@ HEADER_LIMIT = 150
 TIMEOUT = 10  # seconds per Web API call: a slow Slack must not hold a publisher for long
 TITLES = {
     "session.awaiting_input": "Question from the agent",
+    "session.blocked": "Waiting for a decision",
+    "session.idle": "No activity",
+    "budget.warning": "Budget nearly spent",
+    "budget.exhausted": "Budget spent: paused",
+    "admission.queued": "Queued for a slot",
     "decision-pending": "Decision needed",
     "phase-approval-pending": "Approval needed",
     "pr-review-pending": "Pull request ready for review",

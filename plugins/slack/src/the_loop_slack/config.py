@@ -19,6 +19,11 @@ log = logging.getLogger("the_loop_slack.config")
 READ_MODES = ("poll", "socket", "gateway", "off")
 SUBSCRIBABLE = (
     "session.awaiting_input",
+    "session.blocked",
+    "session.idle",
+    "budget.warning",
+    "budget.exhausted",
+    "admission.queued",
     "decision-pending",
     "phase-approval-pending",
     "pr-review-pending",
@@ -72,7 +77,16 @@ class SlackSettings(Section):
     app_token_env: str = Field("THE_LOOP_SLACK_APP_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     api_base_url: str = "https://slack.com/api/"
     channel: str = ""
-    subscribe: list[str] = Field(default_factory=lambda: ["session.awaiting_input"])
+    # What asks a person to act is on by default: a question, a decision prompt, a quiet session, a budget.
+    subscribe: list[str] = Field(
+        default_factory=lambda: [
+            "session.awaiting_input",
+            "session.blocked",
+            "session.idle",
+            "budget.warning",
+            "budget.exhausted",
+        ]
+    )
     publish: list[str] = Field(default_factory=lambda: ["work-item.reply"])
     verbosity: str = "normal"
     max_chars: int = 1500  # below 200 reads as 1500; capped at 2900
