@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.testing.conformance import FakeHarnessKit, HarnessConformance, HarnessKit, HarnessStartFailure
+from the_loop.testing.conformance import (
+    FakeHarnessKit,
+    HarnessConformance,
+    HarnessKit,
+    HarnessStartFailure,
+    HarnessSteering,
+)
 
 
 @pytest.fixture
@@ -19,4 +25,8 @@ class TestFakeHarnessConformance(HarnessConformance):
 
 
 class TestFakeHarnessStartFailure(HarnessStartFailure):
+    pass
+
+
+class TestFakeHarnessSteering(HarnessSteering):
     pass

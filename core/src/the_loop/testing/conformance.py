@@ -18,6 +18,7 @@ Core's fake harness passes through :class:`FakeHarnessKit`; Claude Code, against
 from __future__ import annotations
 
 import abc
+import itertools
 import json
 import os
 import shutil
@@ -39,12 +40,14 @@ __all__ = [
     "HarnessConformance",
     "HarnessKit",
     "HarnessStartFailure",
+    "HarnessSteering",
     "Rig",
     "hermetic_path",
     "process_running",
 ]
 
 REF = "fake:octo/conformance#7"
+_COMMENTS = itertools.count(1)
 TOOLS = ("env", "sh", "bash", "git", "tmux", "cat", "ls", "uname", "which", "ps")
 
 
@@ -119,6 +122,28 @@ class HarnessKit(abc.ABC):
     def stop(self) -> None:  # noqa: B027 - most kits start nothing
         """Release what the kit started (a fake API server)."""
 
+    # The steering scenarios (:class:`HarnessSteering`) ask these of a kit whose adapter declares steering.
+
+    def long_turn(self, seconds: float) -> str:
+        """A message whose turn runs about ``seconds`` and can be interrupted (the default: :meth:`busy`)."""
+        return self.busy(seconds)
+
+    def costly(self, tokens: int) -> str:
+        """A message whose turn spends about ``tokens`` output tokens (as the harness records its usage)."""
+        raise NotImplementedError(f"{type(self).__name__} has no costly turn")
+
+    def asking(self, what: str) -> str:
+        """A message after which the harness waits at a decision prompt of its own about ``what``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be made to ask")
+
+    def asking_config(self) -> dict[str, Any]:
+        """Config under which the harness asks instead of going ahead (the default: the kit's own)."""
+        return {}
+
+    def ran(self, what: str, cwd: Path) -> bool:
+        """Whether what :meth:`asking` asked about was done (it was allowed), in the session's ``cwd``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot tell")
+
 
 class FakeHarnessKit(HarnessKit):
     """Core's fake harness TUI: a "request" is each submitted input, with the submissions of its conversation
@@ -166,6 +191,17 @@ class FakeHarnessKit(HarnessKit):
     def forget(self, session_id: str, cwd: Path) -> None:
         (self.state / session_id).unlink()
 
+    def costly(self, tokens: int) -> str:
+        return f"a costly turn [tokens {tokens}]"
+
+    def asking(self, what: str) -> str:
+        return f"/ask {what}"
+
+    def ran(self, what: str, cwd: Path) -> bool:
+        from the_loop.testing.harness import FakeHarness
+
+        return any(r["choice"] == "1" and r["asked"] == what for r in FakeHarness(self.log).records("answered"))
+
 
 @dataclass
 class Rig:
@@ -210,6 +246,37 @@ class Rig:
         """Wait until a request's newest human text contains ``text``; that request's texts."""
         requests = self.wait_for(lambda rs: any(r and text in r[-1] for r in rs), timeout)
         return next(r for r in requests if r and text in r[-1])
+
+    def interrupt(self, text: str) -> Any:
+        """``the-loop sessions interrupt`` with ``text``, through the dispatcher."""
+        from the_loop.refs import parse_ref
+        from the_loop.sessions import operations
+
+        return operations.interrupt(self.config, parse_ref(REF), text, source="cli", actor="conformance")
+
+    def comment(self, body: str, actor: str) -> Any:
+        """A comment by ``actor`` on the ticket, through the router (as an ingress hands it over)."""
+        from the_loop.routing.router import Router
+        from the_loop.testing.world import comment_event
+
+        event = comment_event(next(_COMMENTS), body, ref=REF, actor=actor, repository="octo/conformance")
+        return Router(self.config, self.dispatcher).handle(event)
+
+    def watch_until(self, name: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Tick the session watch until it logged event ``name``; that event."""
+        from the_loop.sessions.steering.watch import Watch
+
+        watch = Watch()
+        deadline = time.monotonic() + timeout
+        while not self.events(name):
+            assert time.monotonic() < deadline, f"no {name} within {timeout}s"
+            watch.tick(self.config, self.runner)
+            time.sleep(0.1)
+        return self.events(name)[-1]
+
+    def comments(self) -> list[str]:
+        path = self.kit.tmp / "tickets.json"
+        return json.loads(path.read_text())["items"].get(REF, {}).get("comments", []) if path.exists() else []
 
     def type_draft(self, text: str) -> None:
         """A person types on the input line without sending."""
@@ -306,6 +373,92 @@ class HarnessConformance:
         assert old.harness_session_id in failed["error"]
         [respawned] = rig.events("session.respawned")
         assert respawned["resumed"] is False
+
+
+STEERING = {
+    "repositories": ["octo/conformance"],
+    "routing": {
+        "enabled": True,
+        "spawnOnUnmatched": "always",
+        "authorizedUsers": ["octocat"],
+        "control": {"requireStartCommand": False},
+        "tmux": {"interruptTimeoutSeconds": 20},
+        "budgets": {"tokens": 400},
+    },
+}
+
+
+class HarnessSteering:
+    """The steering scenarios (:mod:`the_loop.sessions.steering`), for an adapter that declares them: an interrupt
+    during a long turn, a token budget and its raise, a decision prompt answered from the ticket."""
+
+    @pytest.fixture
+    def rig(
+        self, kit: HarnessKit, tmp_path: Path, plugin_host: Any, monkeypatch: pytest.MonkeyPatch, request: Any
+    ) -> Iterator[Rig]:
+        yield from rig_for(kit, tmp_path, plugin_host, monkeypatch, request, _merge(STEERING, kit.asking_config()))
+
+    def test_an_interrupt_during_a_long_turn_stops_it_and_its_words_are_the_next_turn_with_the_history(
+        self, rig: Rig
+    ) -> None:
+        assert rig.dispatch("Remember the word pineapple.", spawn=True).ok
+        rig.wait_received("Remember the word pineapple.")
+        long = rig.kit.long_turn(60)
+        assert rig.dispatch(long).status == "delivered"
+        rig.wait_received(long)
+        began = time.monotonic()
+
+        done = rig.interrupt("Use the other API instead.")
+
+        assert done.ok, done.message
+        turn = rig.wait_received("Use the other API instead.")
+        assert time.monotonic() - began < 30  # the 60-second turn did not run to its end
+        assert any("pineapple" in text for text in turn[:-1])  # the conversation is kept
+        [pressed] = rig.events("session.interrupted")
+        assert pressed["stopped"] is True, pressed
+
+    def test_a_token_budget_pauses_the_session_after_the_turn_that_crosses_it_and_a_raise_resumes_it(
+        self, rig: Rig
+    ) -> None:
+        from the_loop.refs import parse_ref
+        from the_loop.sessions import operations
+
+        assert rig.dispatch("Start here.", spawn=True).ok
+        rig.wait_received("Start here.")
+        costly = rig.kit.costly(500)  # past the 400 the rig allows
+        assert rig.dispatch(costly).status == "delivered"
+
+        exhausted = rig.watch_until("budget.exhausted")
+
+        assert exhausted["measure"] == "tokens" and exhausted["spent"] >= 400
+        assert rig.own().status == "paused" and rig.runner.probe(rig.own().tmux_target) == "live"
+        assert rig.dispatch("Held off while paused.").reason == "session-paused"
+        raised = operations.raise_budget(rig.config, parse_ref(REF), "+1000tokens", source="cli", actor="ops")
+        assert raised.ok and raised.effect == "resumed", raised.message
+        assert rig.dispatch("Carry on.").status == "delivered"
+        turn = rig.wait_received("Carry on.")
+        assert any("Start here." in text for text in turn[:-1])  # the same conversation, resumed
+
+    def test_a_decision_prompt_is_posted_and_only_an_authorized_answer_on_the_ticket_presses_it(self, rig: Rig) -> None:
+        assert rig.dispatch("Start here.", spawn=True).ok
+        rig.wait_received("Start here.")
+        cwd = Path(rig.own().cwd)
+        assert rig.dispatch(rig.kit.asking("touch allowed.txt")).status == "delivered"
+
+        blocked = rig.watch_until("session.blocked")
+
+        assert len(blocked["options"]) >= 2
+        posted = [c for c in rig.comments() if "waiting for a decision" in c]
+        assert len(posted) == 1 and "the-loop answer" in posted[0]
+        assert rig.comment("the-loop answer 1", actor="mallory").reason == "unauthorized-actor"
+        time.sleep(1)
+        assert not rig.kit.ran("touch allowed.txt", cwd)
+        assert rig.comment("the-loop answer 1", actor="octocat").reason == "control-executed"
+        deadline = time.monotonic() + 30
+        while not rig.kit.ran("touch allowed.txt", cwd):
+            assert time.monotonic() < deadline, "the allowed action never ran"
+            time.sleep(0.1)
+        assert rig.events("session.prompt_answered")[-1]["actor"] == "octocat"
 
 
 class HarnessStartFailure:

@@ -220,22 +220,41 @@ class World:
         """A fresh comment by GitHub user ``actor`` on ``ref`` from the fake provider, as an ingress normalizes
         it (``key`` the dedupe key, a fresh one unless given)."""
         n = next(self._ids)
-        return InboundEvent(
-            dedupe_key=key or f"fake:comment:{n}",
-            delivery_id=f"delivery-{n}",
-            provider="fake",
-            transport="webhook",
-            event="issue_comment",
-            action="created",
-            kind=kind,
-            repository=repository,
-            actor=Actor(provider="github", id=actor) if actor else None,
-            body=body,
-            entity=ref,
-            work_items=(ref,),
-            labels=labels,
-            url=f"https://tickets.example/{n}",
-            excerpt={"comment": {"body": body or "", "author": actor or ""}},
-            ack={"ref": ref, "id": str(n)},
-            closed=closed,
+        return comment_event(
+            n, body, ref=ref, actor=actor, kind=kind, labels=labels, repository=repository, key=key, closed=closed
         )
+
+
+def comment_event(
+    n: int,
+    body: str | None,
+    *,
+    ref: str = REF,
+    actor: str | None = "octocat",
+    kind: EventKind = "comment",
+    labels: tuple[str, ...] = (LABEL,),
+    repository: str = "octo/repo",
+    key: str | None = None,
+    closed: Literal["issue-closed", "pr-merged", "pr-closed"] | None = None,
+) -> InboundEvent:
+    """Comment number ``n`` by GitHub user ``actor`` on ``ref`` from the fake provider, as an ingress normalizes it
+    (``key`` the dedupe key, ``fake:comment:<n>`` unless given)."""
+    return InboundEvent(
+        dedupe_key=key or f"fake:comment:{n}",
+        delivery_id=f"delivery-{n}",
+        provider="fake",
+        transport="webhook",
+        event="issue_comment",
+        action="created",
+        kind=kind,
+        repository=repository,
+        actor=Actor(provider="github", id=actor) if actor else None,
+        body=body,
+        entity=ref,
+        work_items=(ref,),
+        labels=labels,
+        url=f"https://tickets.example/{n}",
+        excerpt={"comment": {"body": body or "", "author": actor or ""}},
+        ack={"ref": ref, "id": str(n)},
+        closed=closed,
+    )
