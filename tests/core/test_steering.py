@@ -227,6 +227,26 @@ def test_a_token_budget_warns_once_pauses_after_the_turn_that_crosses_it_and_a_r
     assert portable["budget"]["raised"] == {"tokens": 100} and portable["budget"]["raises"][0]["by"] == "octocat"
 
 
+def test_the_start_comment_sets_the_items_own_budget_in_place_of_the_configs(world: World) -> None:
+    world.configure(budgets={"tokens": 1000000})
+    assert comment(world, "the-loop start budget=50tokens").reason == "control-executed"
+    world.harness().wait_ready(screen=lambda: world.runner.capture(world.own().tmux_target))
+
+    assert budgets.limits(world.config, REF)["tokens"] == 50
+    assert comment(world, "a turn [tokens 60]").status == "delivered"
+    wait_for(lambda: (tick(world), world.events("budget.exhausted"))[1], timeout=10)
+    assert world.events("budget.set")[0]["limit"] == 50
+
+
+def test_a_bad_budget_on_the_start_comment_is_explained_and_the_start_goes_ahead(world: World) -> None:
+    world.configure(budgets={"tokens": 1000})
+    assert comment(world, "the-loop start budget=lots").reason == "control-executed"
+
+    assert world.own().status == "active"
+    assert budgets.limits(world.config, REF)["tokens"] == 1000
+    assert any("did not set the budget" in c for c in world.comments())
+
+
 def test_cost_comes_from_the_declared_price_table_and_shows_in_the_list(world: World) -> None:
     prices = {"fake": {"input": 1000, "output": 2000}}
     world.configure(budgets={"cost": 5, "currency": "eur", "prices": prices})

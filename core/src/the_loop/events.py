@@ -112,6 +112,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("session.active", "an idle session moved again"),
     _t("budget.warning", "a work item spent routing.budgets.warnAtPercent of a limit: measure, spent, limit (once)"),
     _t("budget.exhausted", "a work item spent a whole limit: its session was paused, the conversation kept"),
+    _t("budget.set", "the start comment set a work item's own limit of a measure (budget=10usd): measure, limit"),
     _t("budget.raised", "an authorized person raised a work item's budget: measure, amount, limit, resumed"),
     _t("budget.unpriced", "usage of a model routing.budgets.prices does not price: its cost is not counted"),
     _t("admission.queued", "a spawn waits in line past routing.capacity: position, reason, the figures (once)"),

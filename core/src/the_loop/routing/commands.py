@@ -92,6 +92,7 @@ def execute(
                 return _rejected(config, event, target, command, "spawn-policy")
         control.record(config, target, "start", source="comment", actor=actor, note=event.url)
         _remember_choices(config, event, target)
+        _set_budget(config, event, target)
         if live:
             effect = "resumed" if control.set_session_status(config, target, "active") else "noop"
             return _executed(event, target, command, effect)
@@ -173,6 +174,21 @@ def _remember_choices(config: LoadedConfig, event: InboundEvent, target: WorkIte
     if chosen:
         actor = event.actor
         gate.remember(config, target, chosen, by=actor.id if actor else "", provider=actor.provider if actor else "")
+
+
+def _set_budget(config: LoadedConfig, event: InboundEvent, target: WorkItemRef) -> None:
+    """``the-loop start budget=10usd``: the item's own limit, in place of ``routing.budgets``' (a bad amount is
+    explained on the ticket; the start goes ahead)."""
+    from the_loop.sessions import gate
+    from the_loop.sessions.steering import budgets
+
+    for word in gate.keyword_line(event.body or "").split():
+        if word.lower().startswith("budget="):
+            wrong = budgets.set_at_start(
+                config, target, word.split("=", 1)[1], actor=event.actor.id if event.actor else "", source="comment"
+            )
+            if wrong:
+                control.explain_refusal(config, target, "bad-budget", f"the-loop did not set the budget: {wrong}.")
 
 
 def _choose(

@@ -68,20 +68,51 @@ def enabled(config: LoadedConfig) -> bool:
     return any(value is not None for value in (budgets.tokens, budgets.cost, budgets.wall_minutes))
 
 
+def _section(config: LoadedConfig, ref: WorkItemRef | str, key: str) -> dict[str, float]:
+    section = (config.store.read(ref) or {}).get("budget")
+    found = section.get(key) if isinstance(section, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {m: float(v) for m, v in found.items() if m in MEASURES and isinstance(v, int | float) and v > 0}
+
+
 def raised(config: LoadedConfig, ref: WorkItemRef | str) -> dict[str, float]:
     """What authorized people added to the item's limits (the portable ``budget`` section)."""
-    section = (config.store.read(ref) or {}).get("budget")
-    added = section.get("raised") if isinstance(section, dict) else None
-    if not isinstance(added, dict):
-        return {}
-    return {m: float(v) for m, v in added.items() if m in MEASURES and isinstance(v, int | float) and v > 0}
+    return _section(config, ref, "raised")
 
 
 def limits(config: LoadedConfig, ref: WorkItemRef | str) -> dict[str, float | None]:
+    """Each measure's limit for the item: the one set at its start (``budget=`` on the start comment) or
+    ``routing.budgets``', plus every raise since; None where neither sets one."""
     budgets = config.core.routing.budgets
-    base = {"tokens": budgets.tokens, "cost": budgets.cost, "wall": budgets.wall_minutes}
+    base: dict[str, float | None] = {"tokens": budgets.tokens, "cost": budgets.cost, "wall": budgets.wall_minutes}
+    base.update(_section(config, ref, "set"))
     extra = raised(config, ref)
     return {m: (None if base[m] is None else float(base[m]) + extra.get(m, 0.0)) for m in MEASURES}  # type: ignore[arg-type]
+
+
+def set_at_start(config: LoadedConfig, ref: WorkItemRef, text: str, *, actor: str, source: str) -> str:
+    """``the-loop start budget=10usd`` (or ``budget=200000tokens``, ``budget=90min``): the item's own limit of that
+    measure in place of ``routing.budgets``'. "" when set, else what was wrong with it."""
+    from the_loop.state.registry import now_iso
+
+    parsed = parse_amount(text, config.core.routing.budgets.currency)
+    if isinstance(parsed, str):
+        return parsed
+    measure, amount = parsed
+
+    def change(section: Any) -> Any:
+        current = dict(section) if isinstance(section, dict) else {}
+        entry = {"measure": measure, "amount": amount, "by": actor, "source": source, "at": now_iso(), "set": True}
+        return {
+            **current,
+            "set": {**(current.get("set") or {}), measure: amount},
+            "raises": [*(current.get("raises") or []), entry][-RAISES_KEPT:],
+        }
+
+    config.store.update_section(ref, "budget", change)
+    events.emit("budget.set", work_item=str(ref), measure=measure, limit=amount, actor=actor or None, source=source)
+    return ""
 
 
 def started_at(record: SessionRecord) -> float | None:
