@@ -9,8 +9,6 @@ released for a retry with backoff (after its last attempt, to ``abandoned/``). A
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +17,7 @@ from typing import Any, Literal
 
 from the_loop import events
 from the_loop.inbox import Inbox, InboxEntry
-from the_loop.state import StateError
+from the_loop.state import try_lock
 
 __all__ = ["InboxWorker", "WorkerBusy"]
 
@@ -143,20 +141,7 @@ class InboxWorker:
         return "gone" if self.inbox.release(entry, error, now=self.clock()) is None else "hold"
 
     def _try_lock(self) -> int | None:
-        path = self.inbox.layout.lock_for("inbox-worker")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StateError(f"cannot create lock {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
-                return None
-            raise
-        return fd
+        return try_lock(self.inbox.layout.lock_for("inbox-worker"))
 
     @contextlib.contextmanager
     def _holding(self) -> Iterator[None]:

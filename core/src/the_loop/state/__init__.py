@@ -544,26 +544,34 @@ def locked(lock_path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-@contextlib.contextmanager
-def try_locked(lock_path: Path) -> Iterator[bool]:
-    """Like :func:`locked`, without waiting: the block runs either way and is told whether it holds the lock (a
-    periodic check skips an item another process is busy with, rather than queue behind it)."""
+def try_lock(lock_path: Path) -> int | None:
+    """Take an exclusive ``flock`` on ``lock_path`` without waiting: the descriptor that holds it (closing it
+    releases the lock), or None when another holder has it."""
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise StateError(f"cannot create lock {lock_path}: {exc.strerror}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held = True
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
-                raise
-            held = False
-        yield held
-    finally:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
         os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EINTR):
+            return None
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def try_locked(lock_path: Path) -> Iterator[bool]:
+    """Like :func:`locked`, without waiting: the block runs either way and is told whether it holds the lock (a
+    periodic check skips an item another process is busy with, rather than queue behind it)."""
+    fd = try_lock(lock_path)
+    try:
+        yield fd is not None
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def declared_paths(extra: Iterable[GeneratedPath] = ()) -> list[GeneratedPath]:

@@ -205,24 +205,10 @@ class World:
         harness.wait_ready(screen=lambda: self.runner.capture(self.own(ref).tmux_target))
         return harness
 
-    def inbound_event(
-        self,
-        body: str | None = "hello",
-        *,
-        ref: str = REF,
-        actor: str | None = "octocat",
-        kind: EventKind = "comment",
-        labels: tuple[str, ...] = (LABEL,),
-        repository: str = "octo/repo",
-        key: str | None = None,
-        closed: Literal["issue-closed", "pr-merged", "pr-closed"] | None = None,
-    ) -> InboundEvent:
-        """A fresh comment by GitHub user ``actor`` on ``ref`` from the fake provider, as an ingress normalizes
-        it (``key`` the dedupe key, a fresh one unless given)."""
-        n = next(self._ids)
-        return comment_event(
-            n, body, ref=ref, actor=actor, kind=kind, labels=labels, repository=repository, key=key, closed=closed
-        )
+    def inbound_event(self, body: str | None = "hello", **fields: Any) -> InboundEvent:
+        """A fresh comment on ``ref`` (default :data:`REF`) from the fake provider, as an ingress normalizes it: the
+        fields of :func:`comment_event` (``actor``, ``kind``, ``labels``, ``key`` …), with the next number."""
+        return comment_event(next(self._ids), body, **fields)
 
 
 def comment_event(

@@ -91,26 +91,32 @@ def limits(config: LoadedConfig, ref: WorkItemRef | str) -> dict[str, float | No
     return {m: (None if base[m] is None else float(base[m]) + extra.get(m, 0.0)) for m in MEASURES}  # type: ignore[arg-type]
 
 
+def _record(
+    config: LoadedConfig, ref: WorkItemRef, key: str, measure: str, amount: float, *, actor: str, source: str
+) -> None:
+    """One person's decision in the portable ``budget`` section: ``set`` replaces the measure's limit, ``raised``
+    adds to it; each is also kept in ``raises`` (how much, who, when, from where; the newest twenty)."""
+    from the_loop.state.registry import now_iso
+
+    def change(section: Any) -> Any:
+        current = dict(section) if isinstance(section, dict) else {}
+        values = dict(current.get(key) or {})
+        values[measure] = round(amount + (float(values.get(measure) or 0) if key == "raised" else 0), 6)
+        entry = {"measure": measure, "amount": amount, "by": actor, "source": source, "at": now_iso(), "kind": key}
+        return {**current, key: values, "raises": [*(current.get("raises") or []), entry][-RAISES_KEPT:]}
+
+    config.store.update_section(ref, "budget", change)
+
+
 def set_at_start(config: LoadedConfig, ref: WorkItemRef, text: str, *, actor: str, source: str) -> str:
     """``the-loop start budget=10usd`` (or ``budget=200000tokens``, ``budget=90min``): the item's own limit of that
     measure in place of ``routing.budgets``'. "" when set, else what was wrong with it."""
-    from the_loop.state.registry import now_iso
 
     parsed = parse_amount(text, config.core.routing.budgets.currency)
     if isinstance(parsed, str):
         return parsed
     measure, amount = parsed
-
-    def change(section: Any) -> Any:
-        current = dict(section) if isinstance(section, dict) else {}
-        entry = {"measure": measure, "amount": amount, "by": actor, "source": source, "at": now_iso(), "set": True}
-        return {
-            **current,
-            "set": {**(current.get("set") or {}), measure: amount},
-            "raises": [*(current.get("raises") or []), entry][-RAISES_KEPT:],
-        }
-
-    config.store.update_section(ref, "budget", change)
+    _record(config, ref, "set", measure, amount, actor=actor, source=source)
     events.emit("budget.set", work_item=str(ref), measure=measure, limit=amount, actor=actor or None, source=source)
     return ""
 
@@ -346,7 +352,6 @@ def raise_budget(config: LoadedConfig, ref: WorkItemRef, text: str, *, actor: st
     """Add ``text`` (``+5usd``) to the item's budget; resume its session when that brings every measure under
     its limit again. Called under the item's dispatch lock."""
     from the_loop.control import set_session_status
-    from the_loop.state.registry import now_iso
 
     parsed = parse_amount(text, config.core.routing.budgets.currency)
     if isinstance(parsed, str):
@@ -355,14 +360,7 @@ def raise_budget(config: LoadedConfig, ref: WorkItemRef, text: str, *, actor: st
     if limits(config, ref)[measure] is None:
         return Raised(False, "rejected", f"{ref} has no {measure} budget to raise (routing.budgets)")
 
-    def change(section: Any) -> Any:
-        current = dict(section) if isinstance(section, dict) else {}
-        added = dict(current.get("raised") or {})
-        added[measure] = round(float(added.get(measure) or 0) + amount, 6)
-        entry = {"measure": measure, "amount": amount, "by": actor, "source": source, "at": now_iso()}
-        return {**current, "raised": added, "raises": [*(current.get("raises") or []), entry][-RAISES_KEPT:]}
-
-    config.store.update_section(ref, "budget", change)
+    _record(config, ref, "raised", measure, amount, actor=actor, source=source)
     record = config.registry.load(str(ref))
     own = record.own if record else None
     usage = usage_of(record)
