@@ -149,8 +149,18 @@ def test_plugins_lists_the_claude_adapter_with_its_capabilities(loop_env: LoopEn
     claude = {plugin["name"]: plugin for plugin in json.loads(listed.stdout)}["claude"]
     assert claude["distribution"] == "the-loop-claude"
     assert claude["contributions"]["harnesses"] == ["claude"]
-    assert claude["capabilities"] == {"claude": {"tmuxHostable": True, "preassignedSessionId": True, "canResume": True}}
-    assert "  harnesses: claude (tmux-hostable, pre-assigned session id, can resume)" in text.stdout.splitlines()
+    assert claude["capabilities"] == {
+        "claude": {
+            "tmuxHostable": True,
+            "preassignedSessionId": True,
+            "canResume": True,
+            "canInterrupt": True,
+            "reportsUsage": True,
+            "recognisesPrompts": True,
+        }
+    }
+    listed_line = "  harnesses: claude (tmux-hostable, pre-assigned session id, can resume, "
+    assert any(line.startswith(listed_line) for line in text.stdout.splitlines()), text.stdout
 
 
 def test_claude_alone_is_a_valid_default_harness(loop_env: LoopEnv) -> None:

@@ -6,6 +6,11 @@ holds the new prompt (:mod:`the_loop_claude.transcript`). A model is chosen with
 level with ``--effort <level>``; whether this machine's Claude Code takes them is measured without spending a token
 (:mod:`the_loop_claude.choices`).
 
+Steering: Escape stops the running turn and keeps the conversation; the turn has stopped once the transcript says
+so (:mod:`the_loop_claude.turns`) or the pane reads input again (:mod:`the_loop_claude.pane`). What each model
+response spent is read from the transcript (:mod:`the_loop_claude.usage`), and the permission prompt and the other
+menus are recognised on the pane (:mod:`the_loop_claude.prompts`).
+
 Argv shape (no shell anywhere; core passes it to tmux as separate words)::
 
     <binary> --session-id <id> <routing.harnessArgs.claude…> [--model <m>] [--effort <e>]
@@ -27,7 +32,17 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from the_loop.interfaces import Capabilities, ChoiceKind, Finding, HarnessAdapter, Launch, ReadyCheck, Verdict
+from the_loop.interfaces import (
+    BlockedPrompt,
+    Capabilities,
+    ChoiceKind,
+    Finding,
+    HarnessAdapter,
+    Launch,
+    ReadyCheck,
+    UsageRead,
+    Verdict,
+)
 from the_loop.toolkit import HarnessError, harness_args, valid_session_id
 
 if TYPE_CHECKING:
@@ -41,6 +56,7 @@ SECTION = "integrations.claude"
 UNATTENDED_ARGS = ("--disallowedTools=AskUserQuestion",)
 INSTALL = "npm install -g @anthropic-ai/claude-code (or set integrations.claude.binary to where it is)"
 VERSION_TIMEOUT = 30.0
+INTERRUPT_KEYS = ("Escape",)  # once: a second Escape on an idle prompt opens the rewind menu
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -48,7 +64,14 @@ class ClaudeAdapter(HarnessAdapter):
     """Claude Code in a tmux pane: the core mints the conversation id (``--session-id``) and resumes it by id."""
 
     name = "claude"
-    capabilities = Capabilities(tmux_hostable=True, preassigned_session_id=True, can_resume=True)
+    capabilities = Capabilities(
+        tmux_hostable=True,
+        preassigned_session_id=True,
+        can_resume=True,
+        can_interrupt=True,
+        reports_usage=True,
+        recognises_prompts=True,
+    )
 
     def settings(self) -> ClaudeSettings:
         """The plugin's section; its defaults when the config was loaded without this plugin's sections."""
@@ -116,6 +139,36 @@ class ClaudeAdapter(HarnessAdapter):
             return path is not None and transcript.has_user_entry_after(path, offset)
 
         return ready
+
+    def interrupt_keys(self) -> tuple[str, ...]:
+        return INTERRUPT_KEYS
+
+    def interrupted_check(self, launch: Launch) -> ReadyCheck:
+        """Stopped once a line written to the transcript after this call ends a turn (the interrupt's note, or the
+        turn's own end if it finished first), or once the pane reads input with no turn running: the screen only
+        tells when nothing was running, or when Escape came before any of the answer and Claude Code put the
+        prompt back in its input box, writing nothing."""
+        from the_loop_claude import pane, transcript, turns
+
+        found = transcript.find(launch.session_id, launch.cwd)
+        offset = transcript.line_end(found) if found is not None else 0
+
+        def stopped(screen: Callable[[], str]) -> bool:
+            path = found or transcript.find(launch.session_id, launch.cwd)
+            return (path is not None and turns.ended_after(path, offset)) or pane.reads_input(screen())
+
+        return stopped
+
+    def read_usage(self, session_id: str, cwd: Path, cursor: str) -> UsageRead | None:
+        from the_loop_claude import transcript, usage
+
+        path = transcript.find(session_id, cwd)
+        return usage.read(path, cursor) if path is not None else None
+
+    def blocked_prompt(self, screen: str) -> BlockedPrompt | None:
+        from the_loop_claude import prompts
+
+        return prompts.blocked_prompt(screen)
 
     def model_args(self, model: str) -> list[str] | None:
         return ["--model", model]

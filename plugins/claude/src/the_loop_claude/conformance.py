@@ -34,14 +34,23 @@ def unwrapped(text: str) -> str:
 
 class ClaudeKit(HarnessKit):
     """``binary``: the installed Claude Code executable. ``api_key``: what sessions inherit as
-    ``ANTHROPIC_API_KEY`` (None: unset, and ``ANTHROPIC_AUTH_TOKEN`` carries the credential instead)."""
+    ``ANTHROPIC_API_KEY`` (None: unset, and ``ANTHROPIC_AUTH_TOKEN`` carries the credential instead).
+    ``permission_mode``: Claude Code's ``--permission-mode``; ``manual`` asks before each tool runs (its default,
+    ``auto``, decides itself)."""
 
     name = "claude"
 
-    def __init__(self, tmp: Path, binary: Path, api_key: str | None = TEST_API_KEY) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        binary: Path,
+        api_key: str | None = TEST_API_KEY,
+        permission_mode: str = "bypassPermissions",
+    ) -> None:
         super().__init__(tmp)
         self.binary = binary
         self.api_key = api_key
+        self.permission_mode = permission_mode
         self.api = FakeAnthropic(tmp / "anthropic-api.jsonl").start()
 
     def plugins(self) -> list[tuple[object, str]]:
@@ -62,9 +71,9 @@ class ClaudeKit(HarnessKit):
         }
 
     def config(self) -> dict[str, Any]:
-        # Unattended, as an operator runs it; as root that needs the sandbox word (IS_SANDBOX=1).
+        # Unattended by default, as an operator runs it; as root that needs the sandbox word (IS_SANDBOX=1).
         return {
-            "routing": {"harnessArgs": {"claude": BYPASS_ARGS}},
+            "routing": {"harnessArgs": {"claude": ["--permission-mode", self.permission_mode]}},
             "integrations": {"claude": {"binary": str(self.binary), "sandbox": os.geteuid() == 0}},
         }
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from the_loop_claude.trust import ClaudePaths
 
@@ -46,21 +48,63 @@ def size(path: Path | None) -> int:
         return 0
 
 
-def has_user_entry_after(path: Path, offset: int) -> bool:
-    """Whether a complete ``type: user`` line was appended to ``path`` past ``offset``."""
+def line_end(path: Path, block: int = 64 * 1024) -> int:
+    """The offset just after the last complete line of ``path`` (0 when it has none or cannot be read): where a
+    reader starts so that a line being written now is read whole later."""
     try:
         with path.open("rb") as handle:
-            handle.seek(offset)
-            tail = handle.read()
+            position = handle.seek(0, os.SEEK_END)
+            while position > 0:
+                start = max(0, position - block)
+                handle.seek(start)
+                found = handle.read(position - start).rfind(b"\n")
+                if found >= 0:
+                    return start + found + 1
+                position = start
     except OSError:
-        return False
-    for line in tail.split(b"\n")[:-1]:  # the last piece is unfinished (or empty)
-        if b'"user"' not in line:
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("type") == "user":
-            return True
-    return False
+        pass
+    return 0
+
+
+def lines_after(path: Path, offset: int, block: int = 1024 * 1024) -> Iterator[tuple[bytes, int]]:
+    """Each complete line of ``path`` past ``offset`` (without its newline) and the offset just after it, read a
+    block at a time (memory stays bounded however much was appended); a line still being written is not yielded.
+    Raises :class:`OSError` when the file cannot be read."""
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        carry, position = b"", offset
+        while chunk := handle.read(block):
+            data, start = carry + chunk, 0
+            while (newline := data.find(b"\n", start)) >= 0:
+                position += newline + 1 - start
+                yield data[start:newline], position
+                start = newline + 1
+            carry = data[start:]
+
+
+def parsed(line: bytes, *words: bytes) -> dict[str, Any] | None:
+    """The JSON object ``line`` holds, when it holds one of ``words`` (checked on the raw bytes first, so the many
+    lines of other kinds are never parsed); None for any other line and an unparsable one."""
+    if words and not any(word in line for word in words):
+        return None
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def entries_after(path: Path, offset: int, *words: bytes) -> Iterator[dict[str, Any]]:
+    """The objects of the complete lines past ``offset`` that hold one of ``words``; none when the file cannot be
+    read."""
+    try:
+        for line, _ in lines_after(path, offset):
+            if (entry := parsed(line, *words)) is not None:
+                yield entry
+    except OSError:
+        return
+
+
+def has_user_entry_after(path: Path, offset: int) -> bool:
+    """Whether a complete ``type: user`` line was appended to ``path`` past ``offset``."""
+    return any(entry.get("type") == "user" for entry in entries_after(path, offset, b'"user"'))
