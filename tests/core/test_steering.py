@@ -360,6 +360,24 @@ def test_a_decision_prompt_is_posted_once_and_only_an_authorized_answer_presses_
     assert "blocked" not in world.record().extra
 
 
+def test_nothing_is_typed_into_a_decision_prompt_the_event_waits_until_it_is_answered(world: World) -> None:
+    harness = started(world)
+    assert say(world, "/ask rm -rf build").status == "delivered"
+    wait_for(lambda: "Allow fake-tool" in world.runner.capture(world.own().tmux_target), timeout=10)
+    pasted = len(harness.records("paste"))
+    event = world.inbound_event("meanwhile, a comment")
+
+    waiting = world.router.handle(event)  # a paste's Enter would pick the highlighted option
+
+    assert waiting.status == "queued" and waiting.reason == "session-blocked"
+    assert len(harness.records("paste")) == pasted
+    assert world.events("session.blocked")  # seen at the delivery, before any watch tick
+    assert comment(world, "the-loop answer 2").reason == "control-executed"
+    wait_for(lambda: "Allow fake-tool" not in world.runner.capture(world.own().tmux_target), timeout=10)
+    assert world.router.handle(event).status == "delivered"  # the inbox's retry
+    assert "meanwhile, a comment" in harness.wait_for_submitted(3)[-1]
+
+
 def test_a_prompt_someone_answers_in_the_pane_itself_is_cleared(world: World) -> None:
     harness = started(world)
     assert say(world, "/ask deploy").status == "delivered"

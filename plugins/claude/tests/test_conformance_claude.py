@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from the_loop.testing.conformance import HarnessConformance, HarnessKit, HarnessStartFailure
+from the_loop.testing.conformance import HarnessConformance, HarnessKit, HarnessStartFailure, HarnessSteering
 from the_loop_claude.conformance import ClaudeKit
 
 
@@ -20,4 +20,8 @@ class TestClaudeConformance(HarnessConformance):
 
 
 class TestClaudeStartFailure(HarnessStartFailure):
+    pass
+
+
+class TestClaudeSteering(HarnessSteering):
     pass

@@ -61,6 +61,9 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     message = InboundMessage(channel_id=channel_id, thread_id="", message_id=ts, author_id=author, text="")
     channel = channel_named(config, name)
     provider = config.tickets(target)
+    waiting = router.dispatcher.waits_at_prompt(str(target))
+    if waiting is not None:  # the session waits at a decision prompt: the reply waits too, mirrored once, later
+        return waiting
     try:
         if provider is None:
             raise ChannelError(f"no ticket provider for {target.provider}:")

@@ -88,6 +88,11 @@ def say(config: LoadedConfig, ref: WorkItemRef, text: str, *, source: str, actor
         message = f"{ref} has no session; start it with: the-loop sessions start --work-item {ref}"
     elif outcome.reason == "session-paused":
         message = f"{ref} is paused; resume it with: the-loop sessions resume --work-item {ref}"
+    elif outcome.reason == "session-blocked":
+        message = (
+            f"{ref} waits at a decision prompt and was not typed into; answer it with: "
+            f"the-loop sessions answer --work-item {ref} <option>"
+        )
     else:
         message = f"not delivered to {ref}: {outcome.error or outcome.reason}"
     return Done(False, outcome.reason or "failed", message)

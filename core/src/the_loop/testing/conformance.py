@@ -141,7 +141,8 @@ class HarnessKit(abc.ABC):
         return {}
 
     def ran(self, what: str, cwd: Path) -> bool:
-        """Whether what :meth:`asking` asked about was done (it was allowed), in the session's ``cwd``."""
+        """Whether what :meth:`asking` asked about (a command writing a file: ``echo yes > allowed.txt``) was done,
+        in the session's ``cwd``."""
         raise NotImplementedError(f"{type(self).__name__} cannot tell")
 
 
@@ -388,6 +389,9 @@ STEERING = {
 }
 
 
+ALLOWED = "echo yes > allowed.txt"  # what the decision prompt asks to run (a shell builtin: no PATH needed)
+
+
 class HarnessSteering:
     """The steering scenarios (:mod:`the_loop.sessions.steering`), for an adapter that declares them: an interrupt
     during a long turn, a token budget and its raise, a decision prompt answered from the ticket."""
@@ -443,7 +447,7 @@ class HarnessSteering:
         assert rig.dispatch("Start here.", spawn=True).ok
         rig.wait_received("Start here.")
         cwd = Path(rig.own().cwd)
-        assert rig.dispatch(rig.kit.asking("touch allowed.txt")).status == "delivered"
+        assert rig.dispatch(rig.kit.asking(ALLOWED)).status == "delivered"
 
         blocked = rig.watch_until("session.blocked")
 
@@ -452,10 +456,10 @@ class HarnessSteering:
         assert len(posted) == 1 and "the-loop answer" in posted[0]
         assert rig.comment("the-loop answer 1", actor="mallory").reason == "unauthorized-actor"
         time.sleep(1)
-        assert not rig.kit.ran("touch allowed.txt", cwd)
+        assert not rig.kit.ran(ALLOWED, cwd)
         assert rig.comment("the-loop answer 1", actor="octocat").reason == "control-executed"
         deadline = time.monotonic() + 30
-        while not rig.kit.ran("touch allowed.txt", cwd):
+        while not rig.kit.ran(ALLOWED, cwd):
             assert time.monotonic() < deadline, "the allowed action never ran"
             time.sleep(0.1)
         assert rig.events("session.prompt_answered")[-1]["actor"] == "octocat"

@@ -97,5 +97,24 @@ class ClaudeKit(HarnessKit):
         assert path is not None, f"no transcript of {session_id} for {cwd}"
         path.unlink()
 
+    # The steering scenarios: the fake API streams slowly, counts tokens, and asks for a Bash tool (a prompt only in
+    # Claude Code's manual permission mode: its default, auto, asks nothing).
+
+    def long_turn(self, seconds: float) -> str:
+        return f"Think it through [stream {seconds:g}]"
+
+    def costly(self, tokens: int) -> str:
+        return f"A costly answer [tokens {tokens}]"
+
+    def asking(self, what: str) -> str:
+        return f"Run the command the test asked for [tool bash: {what}]"
+
+    def asking_config(self) -> dict[str, Any]:
+        return {"routing": {"harnessArgs": {"claude": ["--permission-mode", "manual"]}}}
+
+    def ran(self, what: str, cwd: Path) -> bool:
+        target = what.rsplit(">", 1)[-1].strip()  # the file the command writes
+        return (cwd / target).exists()
+
     def stop(self) -> None:
         self.api.stop()
