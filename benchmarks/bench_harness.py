@@ -25,6 +25,7 @@ fake API) is removed at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -307,8 +308,10 @@ def table(results: list[Result]) -> None:
         print(f"  {r.harness}: " + "; ".join(notes))
 
 
-def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: str) -> Result:
-    """One harness in a temporary directory of its own; the environment is restored afterwards."""
+@contextlib.contextmanager
+def harness_bench(harness: str, claude: Path | None, tmux: str, timeout: float, keep: bool = False) -> Iterator[Bench]:
+    """One harness's bench in a temporary directory of its own; everything is stopped and removed, and the
+    environment restored, afterwards (so a second harness starts from the same one)."""
     saved = dict(os.environ)
     tmp = Path(tempfile.mkdtemp(prefix=f"the-loop-bench-harness-{harness}-"))
     kit: HarnessKit | None = None
@@ -319,12 +322,11 @@ def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: s
 
             assert claude is not None
             kit = ClaudeKit(tmp, claude)  # starts the fake Anthropic API
-            bench = ClaudeBench(kit, tmp, tmux, args.timeout)
+            bench = ClaudeBench(kit, tmp, tmux, timeout)
         else:
             kit = FakeHarnessKit(tmp)
-            bench = FakeBench(kit, tmp, tmux, args.timeout)
-        print(f"{harness}: {bench.describe()}")
-        return measure(bench, args.runs, args.settle)
+            bench = FakeBench(kit, tmp, tmux, timeout)
+        yield bench
     finally:
         if bench is not None:
             bench.close()
@@ -333,10 +335,17 @@ def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: s
         set_host(None)
         os.environ.clear()
         os.environ.update(saved)
-        if args.keep:
+        if keep:
             print(f"kept {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_one(harness: str, claude: Path | None, args: argparse.Namespace, tmux: str) -> Result:
+    """One harness in a temporary directory of its own; the environment is restored afterwards."""
+    with harness_bench(harness, claude, tmux, args.timeout, args.keep) as bench:
+        print(f"{harness}: {bench.describe()}")
+        return measure(bench, args.runs, args.settle)
 
 
 def main() -> None:

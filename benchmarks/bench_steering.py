@@ -30,10 +30,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench_harness import DEFAULT_CLAUDE, Bench, ClaudeBench, FakeBench, wait
+from bench_harness import DEFAULT_CLAUDE, Bench, ClaudeBench, harness_bench, wait
 
 from the_loop.refs import parse_ref
-from the_loop.testing.conformance import FakeHarnessKit
 
 REF = "fake:octo/steering#1"
 
@@ -157,23 +156,17 @@ def main() -> None:
     if "claude" in wanted and not claude.is_file():
         print(f"(no Claude Code at {claude}: only the fake harness is measured)")
         wanted = [name for name in wanted if name != "claude"]
+    for name in [k for k in os.environ if k.startswith("THE_LOOP_") or k in ("TMUX", "TMUX_PANE")]:
+        del os.environ[name]  # never reach an operator's tmux or config
     print(f"interrupt → stopped, {args.runs} runs per harness (p50 / p90 / max)")
     for name in wanted:
-        tmp = Path(tempfile.mkdtemp(prefix=f"the-loop-bench-steering-{name}-"))
-        try:
-            bench = make(name, tmp, tmux, claude, args.timeout)
-            try:
-                stopped, whole = interrupts(bench, args.runs, args.timeout)
-            finally:
-                bench.close()
-                bench.kit.stop()
-            for label, values in (("key → turn stopped", stopped), ("interrupt → next turn recorded", whole)):
-                print(
-                    f"  {name:6} {label:32} {ms(statistics.median(values)):>9} / {ms(percentile(values, 90)):>9}"
-                    f" / {ms(max(values)):>9}"
-                )
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with harness_bench(name, claude, tmux, args.timeout) as bench:
+            stopped, whole = interrupts(bench, args.runs, args.timeout)
+        for label, values in (("key → turn stopped", stopped), ("interrupt → next turn recorded", whole)):
+            print(
+                f"  {name:6} {label:32} {ms(statistics.median(values)):>9} / {ms(percentile(values, 90)):>9}"
+                f" / {ms(max(values)):>9}"
+            )
     print(f"\nusage accounting per event, {args.transcript_mb} MB transcript, {args.events} events (p50 / p99)")
     tmp = Path(tempfile.mkdtemp(prefix="the-loop-bench-usage-"))
     try:  # the claude adapter reads a transcript: no Claude Code needed
@@ -184,14 +177,6 @@ def main() -> None:
     print(f"  first read of the whole transcript  {ms(measured['initial']):>9}  ({measured['responses']} responses)")
     for label, values in (("read from the cursor (the watch)", incremental), ("the whole transcript again", whole)):
         print(f"  {label:35} {ms(statistics.median(values)):>9} / {ms(percentile(values, 99)):>9}")
-
-
-def make(name: str, tmp: Path, tmux: str, claude: Path, timeout: float) -> Bench:
-    if name == "fake":
-        return FakeBench(FakeHarnessKit(tmp), tmp, tmux, timeout)
-    from the_loop_claude.conformance import ClaudeKit
-
-    return ClaudeBench(ClaudeKit(tmp, claude), tmp, tmux, timeout)
 
 
 def measure_claude_usage(tmp: Path, megabytes: int, events: int) -> dict[str, Any]:
