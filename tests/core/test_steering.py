@@ -260,6 +260,19 @@ def test_cost_comes_from_the_declared_price_table_and_shows_in_the_list(world: W
     assert "/5.00 eur" in budgets.describe(world.config, world.record())
 
 
+def test_a_wall_time_budget_counts_from_the_first_session_and_pauses_it(world: World) -> None:
+    world.configure(budgets={"wallMinutes": 0.02})  # 1.2 s
+    started(world)
+
+    wait_for(lambda: (tick(world), world.events("budget.exhausted"))[1], timeout=15)
+
+    assert world.events("budget.exhausted")[0]["measure"] == "wall"
+    assert world.own().status == "paused"
+    assert "the-loop budget +60min" in world.comments()[-1]
+    assert comment(world, "the-loop budget +30min").reason == "control-executed"
+    assert world.own().status == "active"
+
+
 def test_usage_is_read_from_where_the_last_read_ended(world: World) -> None:
     started(world)
     tick(world)

@@ -591,7 +591,7 @@ def test_split_commands_reads_argv_the_way_tmux_does() -> None:
 def test_pane_text_for_the_event_log_has_every_credential_masked_whole_or_by_its_shown_tail(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from the_loop.sessions.tmux import redact
+    from the_loop.sessions.launch import redact
 
     key = "sk-ant-api03-" + "x" * 30 + "0123456789abcdefghij"
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)

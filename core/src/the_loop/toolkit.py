@@ -41,7 +41,7 @@ EXPORTS: dict[str, str] = {
     "SessionRegistry": "the_loop.state.registry:SessionRegistry",
     "StateError": "the_loop.state:StateError",
     "Corrupt": "the_loop.state:Corrupt",
-    "appended_lines": "the_loop.state:appended_lines",
+    "lines_after": "the_loop.state.tail:lines_after",
     "atomic_write_bytes": "the_loop.state:atomic_write_bytes",
     "dump_json": "the_loop.state:dump_json",
     "load_json": "the_loop.state:load_json",

@@ -135,7 +135,7 @@ def test_escape_before_the_answer_begins_puts_the_message_back_as_a_draft_that_t
     send_keys(rig, claude.interrupt_keys())
 
     wait(lambda: stopped(pane), "the turn stopped", timeout=10)
-    assert input_box(pane()) == waiting  # back in the input box
+    wait(lambda: input_box(pane()) == waiting or None, "the message back in the input box", timeout=10)
     assert rig.dispatch("After the interrupt.").status == "delivered"
     turn = rig.wait_received("After the interrupt.")
     # The draft is kept ahead of the delivery, as a human's is (on a line of its own, at times after a blank one).

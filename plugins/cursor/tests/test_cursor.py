@@ -121,7 +121,8 @@ def test_with_only_cursor_installed_plugins_lists_it_with_its_capabilities(loop_
             "recognisesPrompts": False,
         }
     }
-    assert "  harnesses: cursor (not tmux-hostable, no pre-assignable session id, cannot resume)" in text.stdout
+    words = "not tmux-hostable, no pre-assignable session id, cannot resume, no interrupt, no usage, no prompts"
+    assert f"  harnesses: cursor ({words})" in text.stdout
 
 
 def test_r10_a_routing_service_refuses_to_start_with_cursor_as_the_default_harness(loop_env: LoopEnv) -> None:

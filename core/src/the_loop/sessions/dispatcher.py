@@ -31,7 +31,7 @@ from the_loop.sessions.models import for_work_item, launch_fields
 from the_loop.sessions.outcomes import Outcome, drop, fail, launched, name_taken, not_started, session_fields
 from the_loop.sessions.prompts import BOOT_PROMPT_CAP, cap, clean, load_template, render_spawn_prompt
 from the_loop.sessions.steering import admission, interrupt, stuck
-from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxError, TmuxRunner, runner_for
+from the_loop.sessions.tmux import DeliveryError, SpawnResult, TargetError, TmuxRunner, runner_for
 from the_loop.state import locked
 from the_loop.state.registry import Endpoint, SessionRecord, now_iso
 from the_loop.state.slugs import SlugCollision, tmux_name_of, work_item_lock
@@ -216,7 +216,7 @@ class Dispatcher:
     def _deliver(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, text: str) -> Outcome:
         if not endpoint.tmux_target:
             return self._respawn(event, endpoint_ref, endpoint, text)
-        if self._at_prompt(event.work_item, endpoint_ref, endpoint):
+        if stuck.at_prompt(self.config, self.runner, event.work_item, endpoint_ref, endpoint):
             # A paste's closing Enter would pick the prompt's highlighted option (Claude Code: "Yes"): the event
             # waits, its item's later ones behind it, until a person answered (the-loop answer).
             return self._blocked()
@@ -248,27 +248,10 @@ class Dispatcher:
         own = record.own if record else None
         if own is None or own.status != "active" or not own.tmux_target:
             return None
-        return self._blocked() if self._at_prompt(work_item, work_item, own) else None
+        return self._blocked() if stuck.at_prompt(self.config, self.runner, work_item, work_item, own) else None
 
     def _blocked(self) -> Outcome:
         return Outcome("queued", reason="session-blocked", retry_in=self.routing.capacity.recheck_seconds)
-
-    def _at_prompt(self, work_item: str, endpoint_ref: str, endpoint: Endpoint) -> bool:
-        """Whether the pane shows one of its harness's decision prompts now (recorded and posted when it does)."""
-        try:
-            adapter = adapter_for(endpoint.harness or self.routing.default_harness, self.config)
-        except HarnessError:
-            return False
-        if not adapter.capabilities.recognises_prompts:
-            return False
-        try:
-            prompt = adapter.blocked_prompt(self.runner.capture(endpoint.tmux_target))
-        except TmuxError:
-            return False  # no pane to read: the delivery finds out what is there
-        if prompt is None:
-            return False
-        stuck.see_screen(self.config, parse_ref(work_item), endpoint_ref, endpoint, prompt)
-        return True
 
     def _record_delivery(self, event: WorkEvent, endpoint_ref: str, target: str = "") -> None:
         """``target``: the live session delivered into, recorded when the endpoint has none yet (it heals)."""

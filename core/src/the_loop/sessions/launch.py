@@ -9,8 +9,10 @@ outcome: those stay the dispatcher's.
 
 from __future__ import annotations
 
+import os
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +21,7 @@ from the_loop import events
 from the_loop.config import harness_args
 from the_loop.interfaces import HarnessAdapter, Launch, ReadyCheck
 from the_loop.sessions.harness import HarnessError, launch_argv, valid_session_id
-from the_loop.sessions.tmux import SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner, redact
+from the_loop.sessions.tmux import CREDENTIAL_ENV_NAMES, SpawnError, SpawnResult, TargetError, TmuxError, TmuxRunner
 from the_loop.state.registry import SessionRegistry, canonical
 
 if TYPE_CHECKING:
@@ -174,3 +176,18 @@ class Launcher:
             return []
         lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
         return [redact(line) for line in lines[-PANE_TAIL_LINES:]]
+
+
+_PANE_SECRET_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+_KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9._\-]*")
+
+
+def redact(text: str, names: Iterable[str] = ()) -> str:
+    """``text`` with every credential this process holds masked, whole or by its last 20 characters (the part a
+    harness shows), and anything shaped like an Anthropic key; for pane text that goes into the event log."""
+    for name in (*CREDENTIAL_ENV_NAMES, *_PANE_SECRET_NAMES, *names):
+        value = os.environ.get(name, "")
+        for part in (value, value[-20:]):
+            if len(part) >= 8:
+                text = text.replace(part, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)

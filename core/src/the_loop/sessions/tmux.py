@@ -50,7 +50,6 @@ __all__ = [
     "TerminateResult",
     "TmuxError",
     "TmuxRunner",
-    "redact",
     "tmux_target",
     "unframed",
 ]
@@ -67,8 +66,6 @@ CREDENTIAL_ENV_NAMES: tuple[str, ...] = (
 )
 
 # Harness credentials a pane may show part of (Claude Code prints an API key's tail in its approval dialog).
-_PANE_SECRET_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
-_KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9._\-]*")
 _TARGET = re.compile(r"^loop-[A-Za-z0-9_-]+$")
 _KEY_NAME = re.compile(r"^(?:[CMS]-)*[A-Za-z0-9]+$")  # tmux key names (Escape, Enter, 2, C-c)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -391,23 +388,29 @@ class TmuxRunner:
                 paste,
             ],
         )
+        self._into_live_pane(target, command, "delivery", stdin=data, buffers=names)
+
+    def _into_live_pane(
+        self, target: str, command: list[str], what: str, *, stdin: bytes | None = None, buffers: Sequence[str] = ()
+    ) -> None:
+        """Run ``command`` (guarded by ``if-shell -F '#{pane_dead}'``) for ``target``, one at a time per pane in
+        this process; :class:`DeliveryError` unless it went into a live pane (``buffers`` left by a failure are
+        deleted)."""
         with self._lock_for(target):
-            answer = self._run(command, stdin=data)
+            answer = self._run(command, stdin=stdin)
         if answer is None:
             raise DeliveryError(
-                "tmux_unanswered",
-                f"tmux did not answer a delivery to {target} within {self.timeout:g}s",
-                transient=True,
+                "tmux_unanswered", f"tmux did not answer a {what} to {target} within {self.timeout:g}s", transient=True
             )
         if answer.returncode == 0 and _PANE_DEAD not in answer.stdout.decode(errors="replace"):
             return
-        if answer.returncode != 0:
-            self._drop_buffers(names)
+        if answer.returncode != 0 and buffers:
+            self._drop_buffers(buffers)
         state = self.probe(target)
         if state in ("dead", "absent"):
             raise DeliveryError("session_missing", f"tmux session {target} is {state}", transient=False)
         stderr = answer.stderr.decode(errors="replace").strip()
-        raise DeliveryError("tmux_failed", f"delivery to {target} failed: {stderr or 'pane not live'}", transient=True)
+        raise DeliveryError("tmux_failed", f"{what} to {target} failed: {stderr or 'pane not live'}", transient=True)
 
     def send_keys(self, target: str, keys: Sequence[str]) -> None:
         """Press ``keys`` (tmux key names: ``Escape``, ``Enter``, ``2``, ``C-c``; never a literal string) in the
@@ -420,17 +423,7 @@ class TmuxRunner:
         pane = f"={target}:"
         press = "send-keys -t " + pane + " " + " ".join(keys)
         command = ["if-shell", "-F", "-t", pane, "#{pane_dead}", f"display-message -p -t {pane} {_PANE_DEAD}", press]
-        with self._lock_for(target):
-            answer = self._run(command)
-        if answer is None:
-            raise DeliveryError("tmux_unanswered", f"tmux did not answer a key press in {target}", transient=True)
-        if answer.returncode == 0 and _PANE_DEAD not in answer.stdout.decode(errors="replace"):
-            return
-        state = self.probe(target)
-        if state in ("dead", "absent"):
-            raise DeliveryError("session_missing", f"tmux session {target} is {state}", transient=False)
-        stderr = answer.stderr.decode(errors="replace").strip()
-        raise DeliveryError("tmux_failed", f"key press in {target} failed: {stderr or 'pane not live'}", transient=True)
+        self._into_live_pane(target, command, "key press")
 
     def _lock_for(self, target: str) -> threading.Lock:
         """One paste at a time per pane in this process (tmux may interleave two clients' command lists)."""
@@ -554,17 +547,6 @@ class TmuxRunner:
             reason = "did not answer" if answer is None else answer.stderr.decode(errors="replace").strip()
             raise TmuxError(f"cannot capture {target}: {reason}")
         return answer.stdout.decode(errors="replace")
-
-
-def redact(text: str, names: Iterable[str] = ()) -> str:
-    """``text`` with every credential this process holds masked, whole or by its last 20 characters (the part a
-    harness shows), and anything shaped like an Anthropic key; for pane text that goes into the event log."""
-    for name in (*CREDENTIAL_ENV_NAMES, *_PANE_SECRET_NAMES, *names):
-        value = os.environ.get(name, "")
-        for part in (value, value[-20:]):
-            if len(part) >= 8:
-                text = text.replace(part, "[redacted]")
-    return _KEY_LIKE.sub("[redacted]", text)
 
 
 def unframed(received: str) -> str:

@@ -391,25 +391,6 @@ class Corrupt:
 MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
 
 
-def appended_lines(path: Path, offset: int, limit: int = 16 << 20) -> tuple[list[bytes], int]:
-    """The complete lines appended to ``path`` past byte ``offset`` (at most ``limit`` bytes of them per call), and
-    the offset after the last one: a partial last line is left for the next call. A file now shorter than
-    ``offset`` (replaced or truncated) is read from its start; a missing or unreadable one gives nothing. What a
-    harness appends to its transcript is read this way, never the whole file again."""
-    try:
-        with open(path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size < offset:
-                offset = 0
-            handle.seek(offset)
-            data = handle.read(limit)
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n")
-    if end < 0:
-        return [], offset
-    return [line for line in data[:end].split(b"\n") if line.strip()], offset + end + 1
-
-
 def read_regular(path: Path, limit: int = MAX_STATE_FILE_BYTES) -> bytes | type[Corrupt] | None:
     """The bytes of the regular file at ``path``; None when absent; :class:`Corrupt` for anything else there.
 

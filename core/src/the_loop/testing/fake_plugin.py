@@ -94,19 +94,25 @@ class FakeAdapter(HarnessAdapter):
     def read_usage(self, session_id: str, cwd: Path, cursor: str) -> UsageRead | None:
         """The usage lines the fake appended to its conversation's file (``FAKE_HARNESS_STATE``) past ``cursor``
         (a byte offset)."""
-        from the_loop.toolkit import appended_lines
+        from the_loop.toolkit import lines_after
 
         state = os.environ.get("FAKE_HARNESS_STATE")
         if not state:
             return None
-        lines, offset = appended_lines(Path(state) / session_id, int(cursor or 0))
+        path, offset = Path(state) / session_id, int(cursor or 0)
         usage = []
-        for line in lines:
-            try:
-                spent = json.loads(line)
-                usage.append(Usage(**spent["usage"], model=spent.get("model", "")))
-            except (ValueError, KeyError, TypeError):
-                continue  # not a usage line
+        try:
+            if path.stat().st_size < offset:
+                offset = 0  # a new file under the old name: read it from its start
+            for line, after in lines_after(path, offset):
+                offset = after  # the last complete line's end is the next read's start
+                try:
+                    spent = json.loads(line)
+                    usage.append(Usage(**spent["usage"], model=spent.get("model", "")))
+                except (ValueError, KeyError, TypeError):
+                    continue  # not a usage line
+        except OSError:
+            return None
         return UsageRead(tuple(usage), str(offset))
 
     def blocked_prompt(self, screen: str) -> BlockedPrompt | None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from the_loop.toolkit import lines_after
 from the_loop_claude.trust import ClaudePaths
 
 _NAME_LIMIT = 200
@@ -64,22 +65,6 @@ def line_end(path: Path, block: int = 64 * 1024) -> int:
     except OSError:
         pass
     return 0
-
-
-def lines_after(path: Path, offset: int, block: int = 1024 * 1024) -> Iterator[tuple[bytes, int]]:
-    """Each complete line of ``path`` past ``offset`` (without its newline) and the offset just after it, read a
-    block at a time (memory stays bounded however much was appended); a line still being written is not yielded.
-    Raises :class:`OSError` when the file cannot be read."""
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        carry, position = b"", offset
-        while chunk := handle.read(block):
-            data, start = carry + chunk, 0
-            while (newline := data.find(b"\n", start)) >= 0:
-                position += newline + 1 - start
-                yield data[start:newline], position
-                start = newline + 1
-            carry = data[start:]
 
 
 def parsed(line: bytes, *words: bytes) -> dict[str, Any] | None:

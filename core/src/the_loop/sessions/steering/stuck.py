@@ -95,6 +95,29 @@ def see_screen(
     return "blocked"
 
 
+def at_prompt(config: LoadedConfig, runner: TmuxRunner, work_item: str, endpoint_ref: str, endpoint: Endpoint) -> bool:
+    """Whether ``endpoint``'s pane shows one of its harness's decision prompts now (recorded and posted when it
+    does): nothing may be typed into it then, as a paste's closing Enter would pick the highlighted option."""
+    from the_loop.refs import parse_ref
+    from the_loop.sessions.harness import HarnessError, adapter_for
+    from the_loop.sessions.tmux import TmuxError
+
+    try:
+        adapter = adapter_for(endpoint.harness or config.core.routing.default_harness, config)
+    except HarnessError:
+        return False
+    if not adapter.capabilities.recognises_prompts:
+        return False
+    try:
+        prompt = adapter.blocked_prompt(runner.capture(endpoint.tmux_target))
+    except TmuxError:
+        return False  # no pane to read: the delivery finds out what is there
+    if prompt is None:
+        return False
+    see_screen(config, parse_ref(work_item), endpoint_ref, endpoint, prompt)
+    return True
+
+
 def press_answer(
     config: LoadedConfig, runner: TmuxRunner, adapter: HarnessAdapter, ref: WorkItemRef, answer: str, actor: str
 ) -> tuple[bool, str]:
@@ -159,8 +182,6 @@ def see_quiet(
 ) -> str:
     """Given when the session's screen or transcript last changed: nudge once when it has been quiet for
     ``routing.stuck.idleMinutes`` with work pending, clear the mark when it moved again. "idle", "active" or ""."""
-    from the_loop.sessions.operations import open_question
-
     now = time.time() if now is None else now
     record = config.registry.load(str(ref))
     idle = idle_of(record)
@@ -171,7 +192,8 @@ def see_quiet(
             events.emit("session.active", work_item=str(ref), tmux_target=endpoint.tmux_target)
             return "active"
         return ""
-    pending = endpoint.status == "active" and blocked_of(record) is None and open_question(config, ref) is None
+    asked = record is not None and isinstance(record.extra.get("question"), dict)  # the-loop ask told the humans
+    pending = endpoint.status == "active" and blocked_of(record) is None and not asked
     if idle is not None or not pending:
         return ""
     minutes = round((now - last_change) / 60)
