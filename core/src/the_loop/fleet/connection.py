@@ -1,0 +1,68 @@
+"""One NATS connection for synchronous code: nats-py's asyncio client, driven on an event loop of its own thread.
+
+``Nats.connect(servers)`` connects (raising :class:`FleetError` with the reason when it cannot within ``timeout``);
+``run(coroutine)`` runs one client call on the loop and waits for it; ``close()`` drains and stops the loop. The
+client library is imported here only, and only when a fleet is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class FleetError(Exception):
+    """NATS could not be reached or refused what was asked."""
+
+
+class Nats:
+    """A connected client and the loop it runs on."""
+
+    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop, thread: threading.Thread, timeout: float) -> None:
+        self.client = client
+        self.loop = loop
+        self.thread = thread
+        self.timeout = timeout
+        self.jetstream = client.jetstream(timeout=timeout)
+
+    @classmethod
+    def connect(cls, servers: Sequence[str], *, timeout: float = 5.0, **options: Any) -> Nats:
+        import nats
+
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="the-loop-nats", daemon=True)
+        thread.start()
+
+        async def connected() -> Any:
+            # No reconnect storm at connect: a fleet that cannot reach NATS says so at once.
+            return await nats.connect(
+                servers=list(servers),
+                connect_timeout=timeout,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                **options,
+            )
+
+        try:
+            client = asyncio.run_coroutine_threadsafe(connected(), loop).result(timeout * 2 + 1)
+        except Exception as exc:
+            loop.call_soon_threadsafe(loop.stop)
+            raise FleetError(f"cannot connect to NATS at {', '.join(servers)}: {type(exc).__name__}: {exc}") from None
+        return cls(client, loop, thread, timeout)
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run one client call on the loop and return what it returned (its exception raised here)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout or self.timeout * 2)
+
+    def close(self) -> None:
+        try:
+            self.run(self.client.drain())
+        except Exception:  # already closed, or NATS went away: nothing left to drain
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
