@@ -7,7 +7,9 @@ Built so far, each usable alone and tested against a real ``nats-server``:
 - :mod:`.leases` — ownership of a work item: a key-value lease, created only when absent, renewed by its holder,
   expiring after ``leaseSeconds`` unless renewed, and carrying an *epoch* (the revision it was created at) that every
   command names as its fencing token: a holder that lost its lease (partitioned, then back) cannot renew it, so it
-  acts on nothing it lost.
+  acts on nothing it lost;
+- :mod:`.workers` — which workers are alive (a heartbeat each, expiring with the lease time) and where new work goes
+  (the most free capacity, or the worker a start comment names).
 
 Nothing here is imported unless a fleet is configured: the single machine stays the embedded default.
 """

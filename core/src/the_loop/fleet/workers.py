@@ -1,0 +1,99 @@
+"""Which workers are alive and how much room each has: a heartbeat per worker in a JetStream key-value bucket.
+
+Each worker writes ``{"capacity", "live", "freeMemoryMiB", "at"}`` under its name every heartbeat; the bucket's
+``ttl`` (the lease time) drops a worker that stopped writing, so a silent worker is absent, never stale. New work
+goes to the live worker with the most free capacity (:func:`choose`), or to the one a start comment names
+(``instance:<name>``, the reference's addressed scope).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from the_loop.fleet.connection import FleetError, Nats
+
+BUCKET = "loop-workers"
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One live worker as its last heartbeat described it."""
+
+    name: str
+    capacity: int
+    live: int
+    free_memory_mib: int | None = None
+    at: float = 0.0
+
+    @property
+    def free(self) -> int:
+        return max(0, self.capacity - self.live)
+
+
+class Workers:
+    """The heartbeat bucket over one connection; a heartbeat older than ``seconds`` is gone."""
+
+    def __init__(self, nats: Nats, seconds: float, bucket: str = BUCKET) -> None:
+        from nats.js.api import KeyValueConfig
+
+        self.nats = nats
+        try:
+            self.kv = nats.run(nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=seconds)))
+        except Exception as exc:
+            raise FleetError(f"cannot open the worker bucket {bucket}: {type(exc).__name__}: {exc}") from None
+
+    def beat(self, worker: Worker) -> None:
+        value = {"capacity": worker.capacity, "live": worker.live, "freeMemoryMiB": worker.free_memory_mib}
+        self.nats.run(self.kv.put(worker.name, json.dumps({**value, "at": time.time()}).encode()))
+
+    def live(self) -> list[Worker]:
+        """Every worker whose heartbeat has not expired, by name."""
+        from nats.js.errors import NoKeysError
+
+        try:
+            names = self.nats.run(self.kv.keys())
+        except NoKeysError:
+            return []
+        found = []
+        for name in sorted(names):
+            worker = self.get(name)
+            if worker is not None:
+                found.append(worker)
+        return found
+
+    def get(self, name: str) -> Worker | None:
+        from nats.js.errors import KeyDeletedError, KeyNotFoundError
+
+        try:
+            entry = self.nats.run(self.kv.get(name))
+        except (KeyNotFoundError, KeyDeletedError):
+            return None
+        return _parsed(name, entry.value)
+
+
+def choose(workers: list[Worker], addressed: str = "") -> Worker | None:
+    """The worker new work goes to: the one ``addressed`` names (None when it is not live), else the live one with
+    the most free capacity (most free memory, then name, breaking ties); None when every one is full."""
+    if addressed:
+        return next((w for w in workers if w.name == addressed), None)
+    room = [w for w in workers if w.free > 0]
+    if not room:
+        return None
+    return min(room, key=lambda w: (-w.free, -(w.free_memory_mib or 0), w.name))
+
+
+def _parsed(name: str, data: bytes | None) -> Worker | None:
+    try:
+        value: Any = json.loads(data or b"")
+        return Worker(
+            name=name,
+            capacity=int(value["capacity"]),
+            live=int(value["live"]),
+            free_memory_mib=None if value.get("freeMemoryMiB") is None else int(value["freeMemoryMiB"]),
+            at=float(value.get("at") or 0),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None  # a heartbeat nobody can read counts as none
