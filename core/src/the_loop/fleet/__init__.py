@@ -8,6 +8,8 @@ Built so far, each usable alone and tested against a real ``nats-server``:
   expiring after ``leaseSeconds`` unless renewed, and carrying an *epoch* (the revision it was created at) that every
   command names as its fencing token: a holder that lost its lease (partitioned, then back) cannot renew it, so it
   acts on nothing it lost;
+- :mod:`.stream` — the durable event stream: what an ingress accepted, stored (and deduplicated by the provider's
+  key) before the provider hears back, one subject per work item so its events keep their order;
 - :mod:`.workers` — which workers are alive (a heartbeat each, expiring with the lease time) and where new work goes
   (the most free capacity, or the worker a start comment names).
 

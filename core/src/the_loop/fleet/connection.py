@@ -60,9 +60,21 @@ class Nats:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout or self.timeout * 2)
 
     def close(self) -> None:
+        """Drain a connected client (close one that is not), cancel what is left on the loop, stop the loop."""
         try:
-            self.run(self.client.drain())
-        except Exception:  # already closed, or NATS went away: nothing left to drain
+            self.run(self.client.drain() if self.client.is_connected else self.client.close())
+        except Exception:  # NATS went away meanwhile: nothing left to drain
+            pass
+
+        async def cancelled() -> None:
+            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self.run(cancelled(), timeout=5)
+        except Exception:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
