@@ -233,6 +233,13 @@ def _read_line(stream: int, timeout: float) -> bytes:
     return data
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C reaches the follower as it would in a terminal: an ignored or blocked SIGINT the test runner's process
+    may pass down (a worker thread's mask is inherited across exec) is reset for the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_f26_follow_prints_appended_lines_within_a_second_and_exits_0_on_sigint(loop_env: LoopEnv, log: Path) -> None:
     process = subprocess.Popen(
         [
@@ -250,6 +257,7 @@ def test_f26_follow_prints_appended_lines_within_a_second_and_exits_0_on_sigint(
         env=loop_env.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_as_in_a_terminal,
     )
     try:
         assert process.stdout is not None

@@ -98,6 +98,10 @@ def events(
 
 
 def _follow(path: Path, flt: log.EventFilter, output_format: str) -> None:
+    import signal
+
+    # Ctrl-C is how --follow ends, even when this process was started with SIGINT ignored (a parent's setting).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     stream = log.follow(path, flt)  # the starting point is taken here, before anything is printed
     out = sys.stdout.buffer
     if output_format == "table":
