@@ -273,6 +273,18 @@ def test_a_wall_time_budget_counts_from_the_first_session_and_pauses_it(world: W
     assert world.own().status == "active"
 
 
+def test_the_cron_form_enforces_budgets_once_per_run(world: World) -> None:
+    from the_loop.routing.service import route_pending
+
+    world.configure(budgets={"tokens": 50})
+    started(world)
+    assert comment(world, "a turn [tokens 60]").status == "delivered"
+
+    wait_for(lambda: (route_pending(world.config), world.events("budget.exhausted"))[1], timeout=10)
+
+    assert world.own().status == "paused"
+
+
 def test_usage_is_read_from_where_the_last_read_ended(world: World) -> None:
     started(world)
     tick(world)

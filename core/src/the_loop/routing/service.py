@@ -75,15 +75,19 @@ def route_pending(config: LoadedConfig) -> int:
         return 0
     from the_loop.inbox import Inbox
     from the_loop.inbox.worker import InboxWorker, WorkerBusy
+    from the_loop.sessions.steering import watch
+    from the_loop.sessions.tmux import runner_for
 
     try:
         workers = config.core.routing.max_concurrent_dispatches
         urgent = urgent_for(lambda: config)
-        return InboxWorker(
-            Inbox.for_config(config), inbox_handler(Router(config)), workers=workers, urgent=urgent
-        ).run_once()
+        worker = InboxWorker(Inbox.for_config(config), inbox_handler(Router(config)), workers=workers, urgent=urgent)
+        handled = worker.run_once()
     except WorkerBusy:
         return 0
+    if watch.wanted(config):  # the cron form looks at budgets and stuck sessions once per run
+        watch.Watch().tick(config, runner_for(config))
+    return handled
 
 
 def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threading.Thread | None:
