@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,10 +16,8 @@ KEY = "fake-octo-repo-15"
 
 
 @pytest.fixture
-def nats(nats_server: Any) -> Iterator[Nats]:
-    connection = Nats.connect([nats_server.url])
-    yield connection
-    connection.close()
+def nats(nats_client: Nats) -> Nats:
+    return nats_client
 
 
 def test_of_two_workers_racing_for_an_item_exactly_one_gets_it(nats: Nats) -> None:

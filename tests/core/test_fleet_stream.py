@@ -5,7 +5,6 @@ across a restart of NATS."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,10 +16,8 @@ A, B = "fake-octo-repo-15", "fake-octo-repo-16"
 
 
 @pytest.fixture
-def nats(nats_server: Any) -> Iterator[Nats]:
-    connection = Nats.connect([nats_server.url])
-    yield connection
-    connection.close()
+def nats(nats_client: Nats) -> Nats:
+    return nats_client
 
 
 def test_a_key_published_twice_is_stored_once(nats: Nats) -> None:

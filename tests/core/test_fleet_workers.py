@@ -4,8 +4,6 @@ goes to the live worker with the most room, or to the one a start comment names.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -14,10 +12,8 @@ from the_loop.fleet.workers import Worker, Workers, choose
 
 
 @pytest.fixture
-def nats(nats_server: Any) -> Iterator[Nats]:
-    connection = Nats.connect([nats_server.url])
-    yield connection
-    connection.close()
+def nats(nats_client: Nats) -> Nats:
+    return nats_client
 
 
 def test_live_workers_are_those_still_beating(nats: Nats) -> None:

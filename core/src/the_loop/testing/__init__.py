@@ -349,6 +349,16 @@ def nats_server(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
+def nats_client(nats_server: Any) -> Iterator[Any]:
+    """A :class:`~the_loop.fleet.connection.Nats` connected to ``nats_server``, closed at teardown."""
+    from the_loop.fleet.connection import Nats
+
+    connection = Nats.connect([nats_server.url])
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
 def fake_harness(tmp_path: Path) -> Any:
     """A :class:`~the_loop.testing.harness.FakeHarness`: ``.argv(session_id=…, resume=…, prompt=…)`` starts the
     fake TUI logging to ``tmp_path``; ``.records()``, ``.submitted()``, ``.wait_for_submitted(n)``; ``.another()`` for a
