@@ -10,6 +10,9 @@ Built so far, each usable alone and tested against a real ``nats-server``:
   acts on nothing it lost;
 - :mod:`.stream` — the durable event stream: what an ingress accepted, stored (and deduplicated by the provider's
   key) before the provider hears back, one subject per work item so its events keep their order;
+- :mod:`.commands` — what the gateway asks of an item's owner: one subject and one durable consumer per item, so
+  an owner's unsettled commands go to the next owner in order; the owner acts only with a renewed lease, and a
+  fleet-wide ledger of delivered keys keeps any event from being pasted twice;
 - :mod:`.workers` — which workers are alive (a heartbeat each, expiring with the lease time) and where new work goes
   (the most free capacity, or the worker a start comment names).
 
