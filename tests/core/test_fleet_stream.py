@@ -77,7 +77,7 @@ def test_a_publish_nobody_acknowledges_is_an_error_the_ingress_can_fall_back_on(
     try:
         stream = EventStream(connection)
         nats_server.stop()
-        with pytest.raises(FleetError, match="did not acknowledge k1"):
+        with pytest.raises(FleetError, match="JetStream did not store k1"):
             stream.publish(A, "k1", b"lost?")
     finally:
         nats_server.start()

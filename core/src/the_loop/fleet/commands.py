@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from the_loop.fleet.connection import FleetError, Nats
+from the_loop.fleet.connection import Nats, open_bucket, open_stream, stored
 from the_loop.fleet.leases import Lease, Leases
 
 STREAM = "LOOP_COMMANDS"
@@ -42,24 +42,12 @@ class CommandQueue:
     """The command stream over one connection, created when missing."""
 
     def __init__(self, nats: Nats, *, duplicate_window: float = 120.0) -> None:
-        from nats.js.api import StorageType, StreamConfig
-
         self.nats = nats
-        config = StreamConfig(
-            name=STREAM, subjects=[f"{PREFIX}.>"], storage=StorageType.FILE, duplicate_window=duplicate_window
-        )
-        try:
-            nats.run(nats.jetstream.add_stream(config))
-        except Exception as exc:
-            raise FleetError(f"cannot open the stream {STREAM}: {type(exc).__name__}: {exc}") from None
+        open_stream(nats, STREAM, PREFIX, duplicate_window)
 
     def send(self, item_key: str, epoch: int, key: str, data: bytes) -> None:
         """Queue a command for ``item_key``'s owner; raises :class:`FleetError` unless JetStream stored it."""
-        headers = {"Nats-Msg-Id": key, EPOCH: str(epoch)}
-        try:
-            self.nats.run(self.nats.jetstream.publish(f"{PREFIX}.{item_key}", data, headers=headers))
-        except Exception as exc:
-            raise FleetError(f"JetStream did not store the command {key}: {type(exc).__name__}: {exc}") from None
+        stored(self.nats, f"{PREFIX}.{item_key}", key, data, **{EPOCH: str(epoch)})
 
     def owned(self, item_key: str, *, ack_wait: float = 30.0) -> Owned:
         """Read ``item_key``'s commands as its owner (the item's one durable consumer)."""
@@ -105,14 +93,8 @@ class Delivered:
     """The fleet-wide ledger of events already delivered into a session, kept ``seconds`` (a week by default)."""
 
     def __init__(self, nats: Nats, seconds: float = 7 * 24 * 3600) -> None:
-        from nats.js.api import KeyValueConfig
-
         self.nats = nats
-        config = KeyValueConfig(bucket=DELIVERED, history=1, ttl=seconds)
-        try:
-            self.kv = nats.run(nats.jetstream.create_key_value(config))
-        except Exception as exc:
-            raise FleetError(f"cannot open the ledger {DELIVERED}: {type(exc).__name__}: {exc}") from None
+        self.kv = open_bucket(nats, DELIVERED, seconds)
 
     def seen(self, key: str) -> bool:
         """Whether some worker delivered ``key`` already."""

@@ -78,3 +78,37 @@ class Nats:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
+
+
+def open_stream(nats: Nats, name: str, prefix: str, duplicate_window: float) -> None:
+    """Create the file-stored stream ``name`` over ``<prefix>.>`` when it is missing (``duplicate_window`` seconds of
+    dedupe by ``Nats-Msg-Id``)."""
+    from nats.js.api import StorageType, StreamConfig
+
+    config = StreamConfig(
+        name=name, subjects=[f"{prefix}.>"], storage=StorageType.FILE, duplicate_window=duplicate_window
+    )
+    try:
+        nats.run(nats.jetstream.add_stream(config))
+    except Exception as exc:
+        raise FleetError(f"cannot open the stream {name}: {type(exc).__name__}: {exc}") from None
+
+
+def open_bucket(nats: Nats, bucket: str, ttl: float) -> Any:
+    """The key-value bucket ``bucket`` (one value per key), created when missing; an entry lives ``ttl`` seconds
+    after its last write."""
+    from nats.js.api import KeyValueConfig
+
+    try:
+        return nats.run(nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=ttl)))
+    except Exception as exc:
+        raise FleetError(f"cannot open the bucket {bucket}: {type(exc).__name__}: {exc}") from None
+
+
+def stored(nats: Nats, subject: str, key: str, data: bytes, **headers: str) -> Any:
+    """Publish ``data`` on ``subject`` with dedupe key ``key``; JetStream's acknowledgement, or :class:`FleetError`
+    when it did not store it."""
+    try:
+        return nats.run(nats.jetstream.publish(subject, data, headers={"Nats-Msg-Id": key, **headers}))
+    except Exception as exc:
+        raise FleetError(f"JetStream did not store {key}: {type(exc).__name__}: {exc}") from None

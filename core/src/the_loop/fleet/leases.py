@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from the_loop.fleet.connection import FleetError, Nats
+from the_loop.fleet.connection import Nats, open_bucket
 
 BUCKET = "loop-leases"
 
@@ -38,15 +38,9 @@ class Leases:
     """The lease bucket over one connection; ``seconds`` is how long a lease lives without a renewal."""
 
     def __init__(self, nats: Nats, seconds: float, bucket: str = BUCKET) -> None:
-        from nats.js.api import KeyValueConfig
-
         self.nats = nats
         self.seconds = seconds
-        config = KeyValueConfig(bucket=bucket, history=1, ttl=seconds)
-        try:
-            self.kv = nats.run(nats.jetstream.create_key_value(config))
-        except Exception as exc:
-            raise FleetError(f"cannot open the lease bucket {bucket}: {type(exc).__name__}: {exc}") from None
+        self.kv = open_bucket(nats, bucket, seconds)
 
     def acquire(self, key: str, worker: str) -> Lease | None:
         """The lease on ``key`` for ``worker``, or None when another holds it."""

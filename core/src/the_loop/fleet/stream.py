@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from the_loop.fleet.connection import FleetError, Nats
+from the_loop.fleet.connection import Nats, open_stream, stored
 
 STREAM = "LOOP_EVENTS"
 PREFIX = "loop.events"
@@ -50,23 +50,12 @@ class EventStream:
     """The stream over one connection, created when missing (``duplicate_window`` seconds of dedupe)."""
 
     def __init__(self, nats: Nats, *, duplicate_window: float = 120.0) -> None:
-        from nats.js.api import StorageType, StreamConfig
-
         self.nats = nats
-        config = StreamConfig(
-            name=STREAM, subjects=[f"{PREFIX}.>"], storage=StorageType.FILE, duplicate_window=duplicate_window
-        )
-        try:
-            nats.run(nats.jetstream.add_stream(config))
-        except Exception as exc:
-            raise FleetError(f"cannot open the stream {STREAM}: {type(exc).__name__}: {exc}") from None
+        open_stream(nats, STREAM, PREFIX, duplicate_window)
 
     def publish(self, item_key: str, key: str, data: bytes) -> Published:
         """Store one accepted event; raises :class:`FleetError` when JetStream did not acknowledge it."""
-        try:
-            ack = self.nats.run(self.nats.jetstream.publish(subject(item_key), data, headers={"Nats-Msg-Id": key}))
-        except Exception as exc:
-            raise FleetError(f"JetStream did not acknowledge {key}: {type(exc).__name__}: {exc}") from None
+        ack = stored(self.nats, subject(item_key), key, data)
         return Published(int(ack.seq), bool(ack.duplicate))
 
     def reader(self, durable: str, item_key: str = "", *, ack_wait: float = 30.0) -> Reader:

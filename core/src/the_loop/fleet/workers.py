@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from the_loop.fleet.connection import FleetError, Nats
+from the_loop.fleet.connection import Nats, open_bucket
 
 BUCKET = "loop-workers"
 
@@ -37,13 +37,8 @@ class Workers:
     """The heartbeat bucket over one connection; a heartbeat older than ``seconds`` is gone."""
 
     def __init__(self, nats: Nats, seconds: float, bucket: str = BUCKET) -> None:
-        from nats.js.api import KeyValueConfig
-
         self.nats = nats
-        try:
-            self.kv = nats.run(nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=seconds)))
-        except Exception as exc:
-            raise FleetError(f"cannot open the worker bucket {bucket}: {type(exc).__name__}: {exc}") from None
+        self.kv = open_bucket(nats, bucket, seconds)
 
     def beat(self, worker: Worker) -> None:
         value = {"capacity": worker.capacity, "live": worker.live, "freeMemoryMiB": worker.free_memory_mib}
