@@ -403,6 +403,24 @@ def test_nothing_is_typed_into_a_decision_prompt_the_event_waits_until_it_is_ans
     assert "meanwhile, a comment" in harness.wait_for_submitted(3)[-1]
 
 
+def test_nothing_is_typed_into_a_prompt_by_a_respawn_that_finds_the_pane_live(world: World) -> None:
+    harness = started(world)
+    target = world.own().tmux_target
+    assert say(world, "/ask deploy").status == "delivered"
+    wait_for(lambda: "Allow fake-tool" in world.runner.capture(target), timeout=10)
+
+    def forget_target(record: Any) -> None:  # a record that lost its pane's name: the next event respawns
+        record.own.tmux_target = ""
+
+    world.config.registry.update(REF, forget_target)
+    pasted = len(harness.records("paste"))
+
+    outcome = say(world, "after the record lost its target")
+
+    assert outcome.status == "queued" and outcome.reason == "session-blocked"
+    assert len(harness.records("paste")) == pasted and world.events("session.respawn_averted") == []
+
+
 def test_a_prompt_someone_answers_in_the_pane_itself_is_cleared(world: World) -> None:
     harness = started(world)
     assert say(world, "/ask deploy").status == "delivered"

@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -376,7 +377,11 @@ class Dispatcher:
         return Outcome("respawned", tmux_target=target)
 
     def _averted(self, event: WorkEvent, endpoint_ref: str, endpoint: Endpoint, target: str, text: str) -> Outcome:
-        """The name is held by a live pane: deliver into it instead of replacing it."""
+        """The name is held by a live pane: deliver into it instead of replacing it (never into a decision prompt)."""
+        if stuck.at_prompt(
+            self.config, self.runner, event.work_item, endpoint_ref, replace(endpoint, tmux_target=target)
+        ):
+            return self._blocked()
         try:
             self.runner.deliver(target, text)
         except (DeliveryError, TargetError) as exc:

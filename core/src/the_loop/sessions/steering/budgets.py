@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import time
-from calendar import timegm
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,11 +122,8 @@ def set_at_start(config: LoadedConfig, ref: WorkItemRef, text: str, *, actor: st
 
 def started_at(record: SessionRecord) -> float | None:
     """When the item's first session started (its oldest endpoint's ``createdAt``), in epoch seconds."""
-    stamps = [e.created_at for e in record.sessions.values() if e.created_at]
-    try:
-        return min(timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")) for s in stamps) if stamps else None
-    except ValueError:
-        return None
+    stamps = [when for e in record.sessions.values() if (when := events.parse_instant(e.created_at)) is not None]
+    return min(stamps, default=None)
 
 
 def statuses(config: LoadedConfig, record: SessionRecord, now: float | None = None) -> list[Status]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from calendar import timegm
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -102,10 +101,7 @@ class Watch:
 
 
 def _epoch(stamp: str | None) -> float:
-    try:
-        return float(timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))) if stamp else 0.0
-    except ValueError:
-        return 0.0
+    return (events.parse_instant(stamp) or 0.0) if stamp else 0.0
 
 
 def wanted(config: LoadedConfig) -> bool:
