@@ -11,7 +11,7 @@ import pytest
 
 from the_loop.fleet.commands import Command, CommandQueue, Delivered, handle
 from the_loop.fleet.connection import Nats
-from the_loop.fleet.leases import Leases
+from the_loop.fleet.leases import Held, Leases
 
 ITEM = "fake-octo-repo-15"
 
@@ -31,9 +31,10 @@ def test_an_owner_acts_on_its_items_commands_in_order_and_each_once(nats: Nats) 
 
     acted: list[bytes] = []
     owned = queue.owned(ITEM)
+    held = Held(leases, lease)
     while (command := owned.next(timeout=1)) is not None:
-        done, lease = handle(leases, delivered, owned, lease, command, lambda c: acted.append(c.data))  # type: ignore[arg-type]
-        assert done == "done" and lease is not None
+        done = handle(held, delivered, owned, command, lambda c: acted.append(c.data))  # type: ignore[func-returns-value]
+        assert done == "done" and held.lease is not None
 
     assert acted == [f"c{n}".encode() for n in range(10)]
 
@@ -48,11 +49,11 @@ def test_a_dead_owners_unsettled_commands_reach_the_next_owner_none_lost_none_tw
         queue.send(ITEM, a.epoch, f"comment-{n}", f"c{n}".encode())
     acted: list[tuple[str, bytes]] = []
     owned_by_a = queue.owned(ITEM, ack_wait=1)
-    lease = a
+    held_a = Held(leases, a)
     for _ in range(8):
         command = owned_by_a.next()
         assert command is not None
-        _, lease = handle(leases, delivered, owned_by_a, lease, command, lambda c: acted.append(("a", c.data)))  # type: ignore[arg-type]
+        handle(held_a, delivered, owned_by_a, command, lambda c: acted.append(("a", c.data)))  # type: ignore[func-returns-value]
     last = owned_by_a.next()  # "a" pastes the 9th and dies before it records or acknowledges it
     assert last is not None
     acted.append(("a", last.data))
@@ -71,12 +72,10 @@ def test_a_dead_owners_unsettled_commands_reach_the_next_owner_none_lost_none_tw
             Leases(other, 1),
             Delivered(other),
         )
-        lease_b: Any = b
+        held_b = Held(leases_b, b)
         while (command := owned_by_b.next(timeout=2)) is not None:
-            _, lease_b = handle(
-                leases_b, delivered_b, owned_by_b, lease_b, command, lambda c: acted.append(("b", c.data))
-            )
-            assert lease_b is not None
+            handle(held_b, delivered_b, owned_by_b, command, lambda c: acted.append(("b", c.data)))  # type: ignore[func-returns-value]
+            assert held_b.lease is not None
     finally:
         other.close()
 
@@ -100,7 +99,8 @@ def test_an_owner_back_from_a_partition_acts_on_nothing_of_the_item_it_lost(nats
     assert taken is not None
 
     acted: list[Command] = []
-    done, lease = handle(leases, delivered, owned, old, command, acted.append)
+    held = Held(leases, old)
+    done = handle(held, delivered, owned, command, acted.append)  # type: ignore[arg-type]
 
-    assert (done, lease, acted) == ("lost", None, [])
+    assert (done, held.lease, acted) == ("lost", None, [])
     assert not delivered.seen("comment-1")  # left for "b", its new owner

@@ -317,6 +317,7 @@ def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_e
 
     raw = check_declaration(raw, ref.path)  # strict: one line naming a bad hooks[] entry
     core = validate_section(CoreConfig, raw, "", ref.path)
+    _check_fleet(core, ref.path)
     if core.routing.runner != "tmux":
         warnings.append(f"config: routing.runner: {core.routing.runner!r} is ignored; sessions always run in tmux")
 
@@ -353,6 +354,14 @@ def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_e
         file_warnings, loaded.env_file_names = load_env_file(env_path)
         warnings.extend(file_warnings)
     return loaded
+
+
+def _check_fleet(core: Any, path: Path) -> None:
+    """A fleet needs this machine's name; a gateway or worker role needs a fleet (one line naming the key)."""
+    if core.fleet.enabled and not core.instance.name:
+        raise ConfigError(f"{path}: instance.name: is required when fleet.nats.servers is set (each machine's own)")
+    if not core.fleet.enabled and core.instance.role != "both":
+        raise ConfigError(f"{path}: instance.role: {core.instance.role} needs a fleet (set fleet.nats.servers)")
 
 
 def env_file_path(config: LoadedConfig) -> Path | None:

@@ -327,6 +327,64 @@ class HookEntry(Section):
         return {k: v for k, v in handler(self).items() if k not in unused and v not in (None, "")}  # unset: left out
 
 
+class InstanceCapacity(Section):
+    sessions: int = Field(10, ge=0)  # live sessions this worker takes; new work goes where the most are free
+
+
+class InstanceScope(Section):
+    # open: any armed, authorized start · addressed: only a start naming this instance (`instance:<name>`) ·
+    # locked: nothing new (what it owns, it keeps)
+    mode: Literal["open", "addressed", "locked"] = "open"
+
+
+class InstanceSection(Section):
+    """This machine in a fleet (issue 22): its name, what it runs, and what new work it takes."""
+
+    name: str = Field("", pattern=r"^$|^[A-Za-z0-9_-]{1,64}$")
+    role: Literal["gateway", "worker", "both"] = "both"
+    host: str = Field("", pattern=r"^$|^[A-Za-z0-9._@:-]{1,255}$")  # what `ssh -t` dials for this machine
+    capacity: InstanceCapacity = InstanceCapacity()
+    scope: InstanceScope = InstanceScope()
+
+
+class FleetTls(Section):
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+
+class FleetNats(Section):
+    servers: list[str] = Field(default_factory=list)
+    # Credentials are named by environment variable, never written here (and never passed on an argv).
+    token_env: str = Field("", pattern=r"^$|" + _ENV_NAME)
+    user_env: str = Field("", pattern=r"^$|" + _ENV_NAME)
+    password_env: str = Field("", pattern=r"^$|" + _ENV_NAME)
+    creds_file_env: str = Field("", pattern=r"^$|" + _ENV_NAME)
+    tls: FleetTls = FleetTls()
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, value: list[str]) -> list[str]:
+        import re
+
+        for entry in value:
+            if not re.match(r"^(nats|tls|ws|wss)://[^\s/]+$", entry):
+                raise ValueError(f"{entry!r} is not a NATS URL (nats://HOST:PORT or tls://HOST:PORT)")
+        return value
+
+
+class FleetSection(Section):
+    """A fleet on NATS JetStream: none unless ``nats.servers`` names a server (the single machine is the default)."""
+
+    nats: FleetNats = FleetNats()
+    lease_seconds: float = Field(15, ge=2, le=3600)
+    ask_timeout_seconds: float = Field(3, gt=0, le=60)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.nats.servers)
+
+
 class CoreConfig(Section):
     """The core sections of ``cli-config.yaml``. Plugin sections are validated by their own models."""
 
@@ -338,6 +396,8 @@ class CoreConfig(Section):
     webhooks: WebhooksSection = WebhooksSection()
     polling: PollingSection = PollingSection()
     routing: RoutingSection = RoutingSection()
+    instance: InstanceSection = InstanceSection()
+    fleet: FleetSection = FleetSection()
     hooks: list[HookEntry] = Field(default_factory=list)
     # Provider-named models and effort levels a work item may choose (issue-358), with no harness attached: each
     # harness adapter maps a name to its own arguments, and `the-loop models check` measures which it accepts.

@@ -109,7 +109,7 @@ def record(config: LoadedConfig, ref: WorkItemRef, command: str, *, source: str,
         "actor": actor,
         "requestedAt": now_iso(),
         "note": note,
-        "instance": "",
+        "instance": config.core.instance.name,
     }
     store = config.store
     store.update_section(ref, "control", control)

@@ -63,7 +63,8 @@ def routing_problems(config: LoadedConfig) -> list[str]:
     must be an installed tmux-hostable adapter. With routing off they only accept and log events."""
     from the_loop.sessions.harness import harness_problems  # start-up speed: core's hooks load with every command
 
-    return harness_problems(config) if config.core.routing.enabled else []
+    spawns = config.core.routing.enabled and config.core.instance.role != "gateway"  # a gateway spawns nothing
+    return harness_problems(config) if spawns else []
 
 
 def config_problems(config: LoadedConfig) -> list[str]:
@@ -104,4 +105,20 @@ def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
             ingress=True,
             problems=tuple(poller_problems(config)) if core.polling.enabled else (),
         ),
+        ServiceSpec(
+            name="fleet-worker",
+            enabled=core.fleet.enabled and core.instance.role != "gateway",
+            enabled_by="fleet.nats.servers",
+            pidfile=layout.pidfile("fleet-worker"),
+            logfile=layout.logfile("fleet-worker"),
+            run="the_loop.routing.owner:run_service",
+            problems=tuple(fleet_problems(config)) if core.fleet.enabled else (),
+        ),
     ]
+
+
+def fleet_problems(config: LoadedConfig) -> list[str]:
+    """What stops a fleet process: a credential variable ``fleet.nats`` names but the environment lacks."""
+    from the_loop.fleet.connection import missing_credentials
+
+    return missing_credentials(config.core.fleet.nats)

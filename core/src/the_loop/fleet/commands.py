@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from the_loop.fleet.connection import Nats, open_bucket, open_stream, stored
-from the_loop.fleet.leases import Lease, Leases
+from the_loop.fleet.leases import Held
 
 STREAM = "LOOP_COMMANDS"
 PREFIX = "loop.commands"
+ASSIGN_STREAM = "LOOP_ASSIGN"  # the gateway's word to a worker that an item is now its own (one subject each)
+ASSIGN_PREFIX = "loop.assign"
 DELIVERED = "loop-delivered"
 EPOCH = "Loop-Epoch"
 
@@ -41,13 +43,17 @@ class Command:
 class CommandQueue:
     """The command stream over one connection, created when missing."""
 
-    def __init__(self, nats: Nats, *, duplicate_window: float = 120.0) -> None:
+    def __init__(
+        self, nats: Nats, *, duplicate_window: float = 120.0, stream: str = STREAM, prefix: str = PREFIX
+    ) -> None:
         self.nats = nats
-        open_stream(nats, STREAM, PREFIX, duplicate_window)
+        self.stream = stream
+        self.prefix = prefix
+        open_stream(nats, stream, prefix, duplicate_window)
 
     def send(self, item_key: str, epoch: int, key: str, data: bytes) -> None:
         """Queue a command for ``item_key``'s owner; raises :class:`FleetError` unless JetStream stored it."""
-        stored(self.nats, f"{PREFIX}.{item_key}", key, data, **{EPOCH: str(epoch)})
+        stored(self.nats, f"{self.prefix}.{item_key}", key, data, **{EPOCH: str(epoch)})
 
     def owned(self, item_key: str, *, ack_wait: float = 30.0) -> Owned:
         """Read ``item_key``'s commands as its owner (the item's one durable consumer)."""
@@ -61,9 +67,9 @@ class CommandQueue:
             deliver_policy=DeliverPolicy.ALL,
             max_ack_pending=1,  # one at a time: a work item's commands are acted on in order
         )
-        subject = f"{PREFIX}.{item_key}"
+        subject = f"{self.prefix}.{item_key}"
         jetstream = self.nats.jetstream
-        pull = self.nats.run(jetstream.pull_subscribe(subject, durable=durable, stream=STREAM, config=config))
+        pull = self.nats.run(jetstream.pull_subscribe(subject, durable=durable, stream=self.stream, config=config))
         return Owned(self.nats, pull)
 
 
@@ -87,6 +93,21 @@ class Owned:
 
     def ack(self, command: Command) -> None:
         self.nats.run(command.raw.ack())
+
+    def later(self, command: Command, seconds: float) -> None:
+        """Not now (a spawn waiting for a free slot, a retry): hand it out again after ``seconds``, still first."""
+        self.nats.run(command.raw.nak(delay=seconds))
+
+    def attempts(self, command: Command) -> int:
+        """How many times the command was handed out (1 the first time)."""
+        return int(command.raw.metadata.num_delivered)
+
+    def close(self) -> None:
+        """Stop reading (the durable consumer stays, for the next owner)."""
+        try:
+            self.nats.run(self.pull.unsubscribe())
+        except Exception:  # the connection is gone: nothing to unsubscribe from
+            pass
 
 
 class Delivered:
@@ -115,24 +136,26 @@ def _name(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:40]  # a dedupe key as a key-value name
 
 
-Handled = Literal["done", "duplicate", "lost"]
+Handled = Literal["done", "duplicate", "later", "lost"]
 
 
 def handle(
-    leases: Leases, delivered: Delivered, owned: Owned, lease: Lease, command: Command, act: Callable[[Command], None]
-) -> tuple[Handled, Lease | None]:
-    """Act on ``command`` as the owner holding ``lease``: what was done, and the lease as renewed (None: lost).
+    held: Held, delivered: Delivered, owned: Owned, command: Command, act: Callable[[Command], bool | None]
+) -> Handled:
+    """Act on ``command`` as the owner holding ``held``: what was done.
 
-    Lost: nothing is done and nothing acknowledged (the command waits for the item's new owner). A key delivered
-    before (by this worker or the one before it) is acknowledged without acting. ``act`` delivers the command; the
-    key is recorded right after it, then the command is acknowledged."""
-    renewed = leases.renew(lease)
+    Lost (the renewal failed): nothing is done and nothing acknowledged — the command waits for the item's new
+    owner. A key delivered before (by this worker or the one before it) is acknowledged without acting. ``act``
+    delivers the command; the key is recorded right after it, then the command is acknowledged — unless ``act``
+    returned False (not now: it handed the command back to be read again, ``later``)."""
+    renewed = held.renew()
     if renewed is None or command.epoch > renewed.epoch:
-        return "lost", None
+        return "lost"
     if delivered.seen(command.key):
         owned.ack(command)
-        return "duplicate", renewed
-    act(command)
+        return "duplicate"
+    if act(command) is False:
+        return "later"
     delivered.record(command.key, renewed.worker)
     owned.ack(command)
-    return "done", renewed
+    return "done"

@@ -66,6 +66,12 @@ class Nats:
         except Exception:  # NATS went away meanwhile: nothing left to drain
             pass
 
+        def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            if not isinstance(context.get("exception"), asyncio.CancelledError):  # what closing cancels
+                loop.default_exception_handler(context)
+
+        self.loop.set_exception_handler(quiet)
+
         async def cancelled() -> None:
             tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
             for task in tasks:
@@ -78,6 +84,50 @@ class Nats:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
+
+
+def options_for(nats_section: Any, environ: Any = None) -> dict[str, Any]:
+    """nats-py's connect options from ``fleet.nats``: credentials read from the environment variables it names
+    (never from the file, never put on an argv), and TLS from the files it names."""
+    import os
+
+    env = os.environ if environ is None else environ
+    options: dict[str, Any] = {}
+    if nats_section.token_env and env.get(nats_section.token_env):
+        options["token"] = env[nats_section.token_env]
+    if nats_section.user_env and env.get(nats_section.user_env):
+        options["user"] = env[nats_section.user_env]
+        options["password"] = env.get(nats_section.password_env, "") if nats_section.password_env else ""
+    if nats_section.creds_file_env and env.get(nats_section.creds_file_env):
+        options["user_credentials"] = env[nats_section.creds_file_env]
+    tls = nats_section.tls
+    if tls.ca_file or tls.cert_file:
+        import ssl
+
+        context = ssl.create_default_context(cafile=tls.ca_file or None)
+        if tls.cert_file:
+            context.load_cert_chain(tls.cert_file, tls.key_file or None)
+        options["tls"] = context
+    return options
+
+
+def missing_credentials(nats_section: Any, environ: Any = None) -> list[str]:
+    """The credential variables ``fleet.nats`` names that are not set (a fleet process refuses to start)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    keys = ("token_env", "user_env", "password_env", "creds_file_env")
+    names = [getattr(nats_section, key) for key in keys]
+    return [
+        f"fleet.nats.{_camel(key)}: {name} is not set"
+        for key, name in zip(keys, names, strict=True)
+        if name and not env.get(name)
+    ]
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def open_stream(nats: Nats, name: str, prefix: str, duplicate_window: float) -> None:

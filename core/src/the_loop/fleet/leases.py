@@ -15,6 +15,7 @@ A lease is the key of the work item (its slug) holding ``{"worker", "epoch", "at
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -116,3 +117,25 @@ def _parsed(data: bytes | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) and isinstance(value.get("worker"), str) else None
+
+
+class Held:
+    """A lease its holder renews from more than one thread (its heartbeat, and the item's commands before each
+    act): one renewal at a time, each from the revision the last one wrote. ``lease`` None: lost, for good."""
+
+    def __init__(self, leases: Leases, lease: Lease) -> None:
+        self.leases = leases
+        self.lease: Lease | None = lease
+        self._lock = threading.Lock()
+
+    def renew(self) -> Lease | None:
+        with self._lock:
+            if self.lease is not None:
+                self.lease = self.leases.renew(self.lease)
+            return self.lease
+
+    def release(self) -> None:
+        with self._lock:
+            if self.lease is not None:
+                self.leases.release(self.lease)
+                self.lease = None

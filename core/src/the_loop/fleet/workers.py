@@ -27,6 +27,9 @@ class Worker:
     live: int
     free_memory_mib: int | None = None
     at: float = 0.0
+    host: str = ""  # what `ssh -t` dials to reach its tmux
+    scope: str = "open"  # instance.scope.mode: open | addressed | locked
+    tmux: tuple[str, ...] = ()  # its tmux argv prefix (a private socket, when it runs one)
 
     @property
     def free(self) -> int:
@@ -41,7 +44,14 @@ class Workers:
         self.kv = open_bucket(nats, bucket, seconds)
 
     def beat(self, worker: Worker) -> None:
-        value = {"capacity": worker.capacity, "live": worker.live, "freeMemoryMiB": worker.free_memory_mib}
+        value = {
+            "capacity": worker.capacity,
+            "live": worker.live,
+            "freeMemoryMiB": worker.free_memory_mib,
+            "host": worker.host,
+            "scope": worker.scope,
+            "tmux": list(worker.tmux),
+        }
         self.nats.run(self.kv.put(worker.name, json.dumps({**value, "at": time.time()}).encode()))
 
     def live(self) -> list[Worker]:
@@ -70,11 +80,12 @@ class Workers:
 
 
 def choose(workers: list[Worker], addressed: str = "") -> Worker | None:
-    """The worker new work goes to: the one ``addressed`` names (None when it is not live), else the live one with
-    the most free capacity (most free memory, then name, breaking ties); None when every one is full."""
+    """The worker new work goes to: the one ``addressed`` names (None when it is not live or its scope is
+    ``locked``), else the live ``open`` one with the most free capacity (most free memory, then name, breaking
+    ties); None when every one is full. A worker whose scope is ``addressed`` takes only work that names it."""
     if addressed:
-        return next((w for w in workers if w.name == addressed), None)
-    room = [w for w in workers if w.free > 0]
+        return next((w for w in workers if w.name == addressed and w.scope != "locked"), None)
+    room = [w for w in workers if w.free > 0 and w.scope == "open"]
     if not room:
         return None
     return min(room, key=lambda w: (-w.free, -(w.free_memory_mib or 0), w.name))
@@ -89,6 +100,9 @@ def _parsed(name: str, data: bytes | None) -> Worker | None:
             live=int(value["live"]),
             free_memory_mib=None if value.get("freeMemoryMiB") is None else int(value["freeMemoryMiB"]),
             at=float(value.get("at") or 0),
+            host=str(value.get("host") or ""),
+            scope=str(value.get("scope") or "open"),
+            tmux=tuple(str(part) for part in value.get("tmux") or ()),
         )
     except (ValueError, KeyError, TypeError):
         return None  # a heartbeat nobody can read counts as none

@@ -154,6 +154,11 @@ class Inbox:
 
     @classmethod
     def for_config(cls, config: LoadedConfig) -> Inbox:
+        """The inbox an ingress writes to: this one, or on a fleet's gateway the one that publishes to JetStream."""
+        if config.core.fleet.enabled and config.core.instance.role != "worker":
+            from the_loop.inbox.published import PublishedInbox
+
+            return PublishedInbox(config)
         return cls(config.state, completed_limit=config.core.routing.dedup_cache_size)
 
     # ------------------------------------------------------------------------------------------------ put

@@ -103,6 +103,8 @@ def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threa
     from the_loop.sessions.tmux import runner_for
 
     workers = config.core.routing.max_concurrent_dispatches
+    if config.core.fleet.enabled:  # a fleet's gateway: every entry goes to its item's owner
+        return start_gateway(latest, should_stop, workers)
     worker = InboxWorker(
         Inbox.for_config(config), inbox_handler(LiveRouter(latest)), workers=workers, urgent=urgent_for(latest)
     )
@@ -110,6 +112,33 @@ def start_routing(latest: Callable[[], LoadedConfig], should_stop: Any) -> threa
     thread.start()
     # Budgets and stuck sessions, looked at by the process that works the inbox (one per state root).
     watch.start(latest, runner_for, should_stop, active=lambda: worker.holding)
+    return thread
+
+
+def start_gateway(latest: Callable[[], LoadedConfig], should_stop: Any, workers: int) -> threading.Thread:
+    """The gateway's router: JetStream's accepted events moved into the inbox, each routed to its item's owner,
+    and the silent workers' items moved (one process per state root does it: the one holding the inbox)."""
+    from the_loop.fleet import shared
+    from the_loop.inbox import Inbox
+    from the_loop.inbox.published import intake
+    from the_loop.inbox.worker import InboxWorker
+    from the_loop.routing.gateway import GatewayRouter, sweep
+
+    config = latest()
+    inbox = Inbox(config.state, completed_limit=config.core.routing.dedup_cache_size)
+    router = GatewayRouter(latest, lambda: shared(latest().core.fleet))
+    worker = InboxWorker(inbox, router, workers=workers)
+    thread = threading.Thread(target=worker.run, args=(should_stop,), name="the-loop-gateway", daemon=True)
+    thread.start()
+
+    def holding() -> bool:
+        return worker.holding
+
+    fleet = router.fleet
+    threading.Thread(
+        target=intake, args=(inbox, fleet, should_stop, holding), name="the-loop-intake", daemon=True
+    ).start()
+    threading.Thread(target=sweep, args=(router, should_stop, holding), name="the-loop-failover", daemon=True).start()
     return thread
 
 
