@@ -94,7 +94,9 @@ class Machine:
         return subprocess.run(argv, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([shutil.which("tmux") or "tmux", "-L", self.socket, *args], capture_output=True, text=True)
+        return subprocess.run(
+            [shutil.which("tmux") or "tmux", "-L", self.socket, *args], capture_output=True, text=True
+        )
 
 
 class FleetWorld:
@@ -104,7 +106,14 @@ class FleetWorld:
 
     @classmethod
     def create(
-        cls, tmp: Path, nats: Any, *, workers: int = 3, capacity: int = 12, lease_seconds: float = 3, numbers: range = range(101, 131)
+        cls,
+        tmp: Path,
+        nats: Any,
+        *,
+        workers: int = 3,
+        capacity: int = 12,
+        lease_seconds: float = 3,
+        numbers: range = range(101, 131),
     ) -> FleetWorld:
         fake = FakeGitHub(tokens={TOKEN: BOT}).start()
         for number in numbers:
@@ -114,7 +123,11 @@ class FleetWorld:
         (tmp / "work").mkdir(exist_ok=True)
         home = tmp / "home"
         home.mkdir(exist_ok=True)
-        base_env = {k: v for k, v in os.environ.items() if not k.startswith("THE_LOOP_") and k not in ("GH_TOKEN", "GITHUB_TOKEN")}
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("THE_LOOP_") and k not in ("GH_TOKEN", "GITHUB_TOKEN")
+        }
         base_env.update(
             HOME=str(home),
             GH_CONFIG_DIR=str(home / ".config" / "gh"),
@@ -155,7 +168,14 @@ class FleetWorld:
             }
             if index == 0:
                 config["webhooks"] = {"ghWebhook": {"enabled": True, "port": port}}
-            machine = Machine(name, tmp / name, config, {**base_env, "HOME": str(home)}, socket, "gh-webhook" if index == 0 else "fleet-worker")
+            machine = Machine(
+                name,
+                tmp / name,
+                config,
+                {**base_env, "HOME": str(home)},
+                socket,
+                "gh-webhook" if index == 0 else "fleet-worker",
+            )
             machine.write()
             machines.append(machine)
         return cls(tmp, nats, fake, machines, logs, port)
@@ -191,7 +211,12 @@ class FleetWorld:
     def comment(self, number: int, body: str, *, login: str = "octocat") -> httpx.Response:
         self._comment_id += 1
         payload = gh_payloads.adapt(
-            gh_payloads.load("issue_comment.created"), repo=REPO, number=number, body=body, login=login, labels=[AUTO_LABEL]
+            gh_payloads.load("issue_comment.created"),
+            repo=REPO,
+            number=number,
+            body=body,
+            login=login,
+            labels=[AUTO_LABEL],
         )
         payload = gh_payloads.new_comment(payload, self._comment_id)
         payload["issue"].pop("pull_request", None)

@@ -56,3 +56,150 @@ def test_a_small_fleet_spreads_items_and_delivers_in_order(fleet: Any) -> None:
         wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) >= 3, timeout=60)
         assert comments_in(world.pasted(owner, number), number) == [0, 1, 2]
     assert {world.owner(n).name for n in range(101, 105)} == {"w1", "w2"}  # type: ignore[union-attr]
+
+
+def delivered_everywhere(world: FleetWorld, numbers: range, count: int) -> dict[int, list[int]]:
+    """Each item's fleet comments in the session of its one owner (every session it had on any worker when
+    ``count`` is reached there), waiting until each has ``count``."""
+
+    def each() -> dict[int, list[int]] | None:
+        found = {}
+        for number in numbers:
+            seen = [n for machine in world.workers for n in comments_in(every_pasted(world, machine, number), number)]
+            if len(seen) < count:
+                return None
+            found[number] = seen
+        return found
+
+    return wait_for(each, timeout=180, interval=0.5)
+
+
+def every_pasted(world: FleetWorld, machine: Any, number: int) -> list[str]:
+    """What every session ``machine`` ever had for ``number`` received (its record names only the latest)."""
+    return world.pasted(machine, number)
+
+
+def test_thirty_items_spread_over_three_workers_each_on_one_and_twenty_comments_each_in_order(fleet: Any) -> None:
+    numbers = range(101, 131)
+    world = fleet(workers=3, numbers=numbers)
+    world.arm(numbers)
+    wait_for(lambda: all(world.owner(n) is not None for n in numbers), timeout=120, interval=0.5)
+    for n in range(20):
+        for number in numbers:
+            assert world.comment(number, f"fleet-comment {number}-{n}").status_code == 202
+
+    found = delivered_everywhere(world, numbers, 20)
+
+    assert all(found[number] == list(range(20)) for number in numbers), found  # in order, none lost, none doubled
+    assert all(len(world.owners(number)) == 1 for number in numbers)  # no item on two workers
+    spread = {machine.name: sum(1 for n in numbers if world.owner(n) is machine) for machine in world.workers}
+    assert spread == {"w1": 10, "w2": 10, "w3": 10}, spread  # the most free capacity first: even
+    gateway_spawns = [e for e in world.gateway.events() if e["event"] == "session.spawned"]
+    assert not gateway_spawns  # the gateway runs no session
+
+
+def test_a_killed_worker_s_items_move_within_the_lease_and_their_later_comments_reach_new_sessions(
+    fleet: Any,
+) -> None:
+    numbers = range(101, 107)
+    world = fleet(workers=3, numbers=numbers, lease_seconds=3)
+    world.arm(numbers)
+    wait_for(lambda: all(world.owner(n) is not None for n in numbers), timeout=60, interval=0.3)
+    for n in range(5):
+        for number in numbers:
+            world.comment(number, f"fleet-comment {number}-{n}")
+    delivered_everywhere(world, numbers, 5)
+    victim = world.owner(numbers[0])
+    assert victim is not None and victim.process is not None
+    moved = [n for n in numbers if world.owner(n) is victim]
+
+    victim.process.send_signal(signal.SIGKILL)
+    victim.process.wait()
+    killed_at = time.monotonic()
+    for n in range(5, 10):
+        for number in numbers:
+            assert world.comment(number, f"fleet-comment {number}-{n}").status_code == 202
+
+    def new_owner(number: int) -> Any:
+        owners = [m for m in world.owners(number) if m is not victim]
+        return owners[0] if len(owners) == 1 else None
+
+    wait_for(lambda: all(new_owner(n) is not None for n in moved), timeout=60, interval=0.2)
+    took = time.monotonic() - killed_at
+    assert took < 3 * 3 + 5, f"the items moved after {took:.1f}s"  # the lease, the sweep, a fresh spawn
+    for number in moved:
+        owner = new_owner(number)
+        assert "stopped answering" in world.boot_prompt(owner, number)  # a fresh session that says why
+        wait_for(lambda: comments_in(world.pasted(owner, number), number)[-1:] == [9], timeout=60, interval=0.3)
+        later = comments_in(world.pasted(owner, number), number)
+        before = comments_in(world.pasted(victim, number), number)
+        assert before + later == list(range(10)) or sorted(set(before + later)) == list(range(10)), (before, later)
+        assert len(before) + len(later) == 10  # none lost, none pasted twice
+    for number in [n for n in numbers if n not in moved]:
+        owner = world.owner(number)
+        wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) == 10, timeout=60, interval=0.3)
+        assert comments_in(world.pasted(owner, number), number) == list(range(10))
+    failovers = world.gateway.events("fleet.failover")
+    assert sorted(e["work_item"] for e in failovers) == sorted(f"github:octo/repo#{n}" for n in moved)
+
+
+def test_a_worker_cut_off_and_back_acts_on_none_of_the_items_it_lost(fleet: Any) -> None:
+    numbers = range(101, 105)
+    world = fleet(workers=2, numbers=numbers, lease_seconds=3)
+    world.arm(numbers)
+    wait_for(lambda: all(world.owner(n) is not None for n in numbers), timeout=60, interval=0.3)
+    cut = world.owner(numbers[0])
+    assert cut is not None and cut.process is not None
+    lost = [n for n in numbers if world.owner(n) is cut]
+    before = {n: list(world.pasted(cut, n)) for n in lost}
+
+    cut.process.send_signal(signal.SIGSTOP)  # cut off: it neither beats nor renews, and its leases run out
+    try:
+        for number in lost:
+            world.comment(number, f"fleet-comment {number}-0")
+        other = next(m for m in world.workers if m is not cut)
+        wait_for(lambda: all(other.session(n) is not None for n in lost), timeout=60, interval=0.3)
+        for number in lost:
+            world.comment(number, f"fleet-comment {number}-1")
+    finally:
+        cut.process.send_signal(signal.SIGCONT)  # back: it finds each lease held by another
+
+    for number in lost:
+        wait_for(lambda: comments_in(world.pasted(other, number), number) == [0, 1], timeout=60, interval=0.3)
+    wait_for(lambda: len(cut.events("fleet.lease_lost")) >= len(lost), timeout=30, interval=0.3)
+    time.sleep(2)  # anything it would still do, it would do now
+    for number in lost:
+        assert world.pasted(cut, number) == before[number]  # it acted on nothing it lost
+        assert world.owners(number) == [other]  # and its own session of the item was closed
+    assert not [e for e in cut.events("dispatch.succeeded") if e.get("delivery_id", "").startswith("fleet")]
+
+
+def test_nats_restarted_mid_run_loses_nothing_that_was_acknowledged_to_github(fleet: Any, nats_server: Any) -> None:
+    numbers = range(101, 104)
+    world = fleet(workers=2, numbers=numbers, lease_seconds=3)
+    world.arm(numbers)
+    wait_for(lambda: all(world.owner(n) is not None for n in numbers), timeout=60, interval=0.3)
+    owners = {n: world.owner(n) for n in numbers}
+    accepted: dict[int, list[int]] = {n: [] for n in numbers}
+
+    def post(n: int) -> None:
+        for number in numbers:
+            if world.comment(number, f"fleet-comment {number}-{n}").status_code == 202:
+                accepted[number].append(n)
+
+    for n in range(3):
+        post(n)
+    nats_server.stop()
+    for n in range(3, 6):  # NATS is away: the gateway keeps them in its inbox, GitHub hears 202 all the same
+        post(n)
+    nats_server.start()
+    for n in range(6, 9):
+        post(n)
+
+    for number in numbers:
+        assert accepted[number] == list(range(9))
+        owner = owners[number]
+        wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) >= 9, timeout=90, interval=0.5)
+        assert comments_in(world.pasted(owner, number), number) == list(range(9))  # in order, none lost or doubled
+        assert world.owners(number) == [owner]  # nobody lost an item to the restart
+    assert world.gateway.events("fleet.fallback")

@@ -107,7 +107,8 @@ def shared(fleet_section: Any) -> Fleet:
         if time.monotonic() - _LAST_FAILURE.get(servers, -1e9) < RETRY_CONNECT_SECONDS:
             raise FleetError(f"NATS at {', '.join(servers)} was unreachable moments ago")
         try:
-            found = _SHARED[servers] = connect(fleet_section)
+            # A short timeout: an ingress waits this long for JetStream before it falls back to its inbox.
+            found = _SHARED[servers] = connect(fleet_section, timeout=2.0)
         except FleetError:
             _LAST_FAILURE[servers] = time.monotonic()
             raise

@@ -129,9 +129,14 @@ class Held:
         self._lock = threading.Lock()
 
     def renew(self) -> Lease | None:
+        """The lease written again; when its entry expired meanwhile (NATS was away longer than the lease) and
+        nobody took the item, it is taken again under a new epoch. None once another holds it."""
         with self._lock:
             if self.lease is not None:
-                self.lease = self.leases.renew(self.lease)
+                renewed = self.leases.renew(self.lease)
+                if renewed is None and self.leases.holder(self.lease.key) is None:
+                    renewed = self.leases.acquire(self.lease.key, self.lease.worker)
+                self.lease = renewed
             return self.lease
 
     def release(self) -> None:

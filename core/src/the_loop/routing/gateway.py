@@ -39,6 +39,13 @@ ADDRESS = re.compile(r"(?<![\w-])instance:([A-Za-z0-9_-]{1,64})\b")
 RETRY_SECONDS = 1.0
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says NATS could not be reached or answer in time (not a fault of the event)."""
+    from the_loop.fleet.connection import FleetError
+
+    return isinstance(exc, FleetError | TimeoutError | ConnectionError) or type(exc).__module__.startswith("nats.")
+
+
 def addresses(body: str | None) -> list[str]:
     """The instances a start comment names (``instance:<name>``), each once, in order."""
     return list(dict.fromkeys(ADDRESS.findall(body or "")))
@@ -52,16 +59,20 @@ class GatewayRouter:
         self.fleet = fleet
         self._lock = threading.Lock()  # one assignment at a time: two lanes never give one worker's last slot twice
         self._recent: list[tuple[str, float]] = []  # (worker, when): assignments its heartbeat may not count yet
+        # No failover before this (monotonic): at start, and after NATS was away, workers get one lease time to
+        # beat and renew again before their silence counts.
+        self.calm_until = time.monotonic() + latest().core.fleet.lease_seconds
 
     def __call__(self, entry: InboxEntry) -> Outcome:
-        from the_loop.fleet.connection import FleetError
-
         if entry.data.get("type") != "inbound":
             events.emit("routing.dropped", level="error", reason="unknown-entry", delivery_id=entry.delivery_id)
             return Outcome("dropped", reason="unknown-entry")
         try:
             return self.route(InboundEvent.model_validate(entry.data["event"]), entry.data)
-        except FleetError as exc:
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            self.calm_until = time.monotonic() + self.latest().core.fleet.lease_seconds  # see calm_until
             events.emit("fleet.unreachable", level="warning", delivery_id=entry.delivery_id, error=str(exc)[:300])
             return Outcome("queued", reason="fleet-unreachable", retry_in=RETRY_SECONDS)
 
@@ -156,6 +167,8 @@ class GatewayRouter:
 
     def _live_owner(self, fleet: Fleet, config: LoadedConfig, assignment: Assignment) -> Assignment:
         """The item's owner, reassigned first when its worker is gone (no heartbeat, no lease)."""
+        if time.monotonic() < self.calm_until:
+            return assignment
         moved = failover(fleet, config, assignment, self._assign)
         return moved or assignment
 
@@ -204,17 +217,27 @@ def failover(
 
 def sweep(router: GatewayRouter, should_stop: Callable[[], bool], active: Callable[[], bool]) -> None:
     """Every third of the lease time, move the items of workers that went silent (none waits for its next event)."""
-    from the_loop.fleet.connection import FleetError
-
+    away = False
     while not should_stop():
         config = router.latest()
-        time.sleep(max(0.5, config.core.fleet.lease_seconds / 3))
+        lease = config.core.fleet.lease_seconds
+        time.sleep(max(0.5, lease / 3))
         if not active():
             continue
         try:
             fleet = router.fleet()
-            for assignment in fleet.assignments.all():
+            assignments = fleet.assignments.all()
+        except Exception as exc:  # NATS away: nobody could renew or beat meanwhile, so nothing is judged now
+            events.emit("fleet.sweep_failed", level="warning", error=f"{type(exc).__name__}: {exc}"[:300])
+            away = True
+            continue
+        if away:
+            away, router.calm_until = False, time.monotonic() + lease
+        if time.monotonic() < router.calm_until:
+            continue
+        for assignment in assignments:
+            try:
                 with router._lock:
                     failover(fleet, config, assignment, router._assign)
-        except (FleetError, Exception) as exc:
-            events.emit("fleet.sweep_failed", level="warning", error=f"{type(exc).__name__}: {exc}"[:300])
+            except Exception as exc:
+                events.emit("fleet.sweep_failed", level="warning", error=f"{type(exc).__name__}: {exc}"[:300])

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from the_loop.fleet.leases import Held
     from the_loop.interfaces import ServiceContext
 
+SPAWN_GRACE_SECONDS = 120.0  # how long an owned item without a session yet counts as taking a slot
 MAX_ATTEMPTS = 5  # as the inbox: a failing event is tried this often, backing off, then abandoned
 TAKEOVER_TEXT = (
     "This work item moved to this machine ({worker}): the machine that had it before ({previous}) stopped "
@@ -53,6 +54,8 @@ class Lane:
     owned: Owned
     stopped: threading.Event = field(default_factory=threading.Event)
     portable: bytes = b""  # what was last copied to the fleet
+    previous: str = ""  # the worker it was taken over from ("": assigned new, or this worker's own again)
+    adopted: float = field(default_factory=time.monotonic)
     thread: threading.Thread | None = None
 
 
@@ -109,7 +112,13 @@ class Owner:
 
         config = self.latest()
         instance = config.core.instance
-        live = sum(1 for record in config.registry.records() if record.own is not None and record.own.live)
+        live_items = {
+            record.work_item for record in config.registry.records() if record.own is not None and record.own.live
+        }
+        # An item just assigned has no session yet: it counts already, or the gateway would give away its slot twice.
+        now = time.monotonic()
+        pending = {lane.work_item for lane in list(self.lanes.values()) if now - lane.adopted < SPAWN_GRACE_SECONDS}
+        live = len(live_items | pending)
         try:
             self.fleet.workers.beat(
                 Worker(
@@ -177,12 +186,13 @@ class Owner:
                 )
                 return
             lease = Lease(key, self.name, holder.epoch, holder.revision)  # its own, from before a restart
-        lane = Lane(work_item, key, Held(self.fleet.leases, lease), self.fleet.commands.owned(key))
+        # A command handed to a worker that died comes back after ack_wait: one lease time, as its items do.
+        owned = self.fleet.commands.owned(key, ack_wait=self.fleet.lease_seconds)
+        taken_from = previous if previous != self.name else ""
+        lane = Lane(work_item, key, Held(self.fleet.leases, lease), owned, previous=taken_from)
         with self._lanes_lock:
             self.lanes[key] = lane
         events.emit("fleet.owned", work_item=work_item, worker=self.name, epoch=lease.epoch, previous=previous or None)
-        if previous and previous != self.name:
-            self._take_over(lane, previous)
         lane.thread = threading.Thread(target=self._work, args=(lane,), name=f"the-loop-lane-{key}", daemon=True)
         lane.thread.start()
 
@@ -199,7 +209,7 @@ class Owner:
                 sections = json.loads(copy)
             except ValueError:
                 sections = {}
-            for name in config.store.sections():
+            for name in config.store.sections:
                 if isinstance(sections, dict) and name in sections:
                     config.store.update_section(ref, name, sections[name])
             lane.portable = copy
@@ -256,6 +266,16 @@ class Owner:
     def _work(self, lane: Lane) -> None:
         from the_loop.fleet.commands import handle
 
+        if lane.previous:  # in the lane, not the main loop: a spawn may take a while, the heartbeat must not wait
+            try:
+                self._take_over(lane, lane.previous)
+            except Exception as exc:  # its commands still come: the next event spawns as on one machine
+                events.emit(
+                    "fleet.takeover_failed",
+                    level="error",
+                    work_item=lane.work_item,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
         while not lane.stopped.is_set():
             try:
                 command = lane.owned.next(timeout=1.0)
