@@ -43,6 +43,16 @@ def comments_in(pasted: list[str], number: int) -> list[int]:
     return found
 
 
+def received(world: FleetWorld, machine: Any, number: int) -> list[int]:
+    return comments_in(world.pasted(machine, number), number)
+
+
+def wait_received(world: FleetWorld, machine: Any, number: int, count: int, timeout: float = 60) -> list[int]:
+    """The item's fleet comments in ``machine``'s session once it has at least ``count`` of them."""
+    wait_for(lambda: len(received(world, machine, number)) >= count, timeout=timeout, interval=0.3)
+    return received(world, machine, number)
+
+
 def test_a_small_fleet_spreads_items_and_delivers_in_order(fleet: Any) -> None:
     world = fleet(workers=2, numbers=range(101, 105))
     world.arm(range(101, 105))
@@ -53,30 +63,23 @@ def test_a_small_fleet_spreads_items_and_delivers_in_order(fleet: Any) -> None:
     for number in range(101, 105):
         owner = world.owner(number)
         assert owner is not None
-        wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) >= 3, timeout=60)
-        assert comments_in(world.pasted(owner, number), number) == [0, 1, 2]
+        assert wait_received(world, owner, number, 3) == [0, 1, 2]
     assert {world.owner(n).name for n in range(101, 105)} == {"w1", "w2"}  # type: ignore[union-attr]
 
 
 def delivered_everywhere(world: FleetWorld, numbers: range, count: int) -> dict[int, list[int]]:
-    """Each item's fleet comments in the session of its one owner (every session it had on any worker when
-    ``count`` is reached there), waiting until each has ``count``."""
+    """Each item's fleet comments in its sessions on every worker, waiting until each item has ``count``."""
 
     def each() -> dict[int, list[int]] | None:
         found = {}
         for number in numbers:
-            seen = [n for machine in world.workers for n in comments_in(every_pasted(world, machine, number), number)]
+            seen = [n for machine in world.workers for n in received(world, machine, number)]
             if len(seen) < count:
                 return None
             found[number] = seen
         return found
 
     return wait_for(each, timeout=180, interval=0.5)
-
-
-def every_pasted(world: FleetWorld, machine: Any, number: int) -> list[str]:
-    """What every session ``machine`` ever had for ``number`` received (its record names only the latest)."""
-    return world.pasted(machine, number)
 
 
 def test_thirty_items_spread_over_three_workers_each_on_one_and_twenty_comments_each_in_order(fleet: Any) -> None:
@@ -130,15 +133,11 @@ def test_a_killed_worker_s_items_move_within_the_lease_and_their_later_comments_
     for number in moved:
         owner = new_owner(number)
         assert "stopped answering" in world.boot_prompt(owner, number)  # a fresh session that says why
-        wait_for(lambda: comments_in(world.pasted(owner, number), number)[-1:] == [9], timeout=60, interval=0.3)
-        later = comments_in(world.pasted(owner, number), number)
-        before = comments_in(world.pasted(victim, number), number)
-        assert before + later == list(range(10)) or sorted(set(before + later)) == list(range(10)), (before, later)
-        assert len(before) + len(later) == 10  # none lost, none pasted twice
+        before = received(world, victim, number)
+        later = wait_received(world, owner, number, 10 - len(before))
+        assert before + later == list(range(10)), (before, later)  # in order, none lost, none pasted twice
     for number in [n for n in numbers if n not in moved]:
-        owner = world.owner(number)
-        wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) == 10, timeout=60, interval=0.3)
-        assert comments_in(world.pasted(owner, number), number) == list(range(10))
+        assert wait_received(world, world.owner(number), number, 10) == list(range(10))
     failovers = world.gateway.events("fleet.failover")
     assert sorted(e["work_item"] for e in failovers) == sorted(f"github:octo/repo#{n}" for n in moved)
 
@@ -165,7 +164,7 @@ def test_a_worker_cut_off_and_back_acts_on_none_of_the_items_it_lost(fleet: Any)
         cut.process.send_signal(signal.SIGCONT)  # back: it finds each lease held by another
 
     for number in lost:
-        wait_for(lambda: comments_in(world.pasted(other, number), number) == [0, 1], timeout=60, interval=0.3)
+        assert wait_received(world, other, number, 2) == [0, 1]
     wait_for(lambda: len(cut.events("fleet.lease_lost")) >= len(lost), timeout=30, interval=0.3)
     time.sleep(2)  # anything it would still do, it would do now
     for number in lost:
@@ -199,7 +198,6 @@ def test_nats_restarted_mid_run_loses_nothing_that_was_acknowledged_to_github(fl
     for number in numbers:
         assert accepted[number] == list(range(9))
         owner = owners[number]
-        wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) >= 9, timeout=90, interval=0.5)
-        assert comments_in(world.pasted(owner, number), number) == list(range(9))  # in order, none lost or doubled
+        assert wait_received(world, owner, number, 9, timeout=90) == list(range(9))  # in order, none lost or doubled
         assert world.owners(number) == [owner]  # nobody lost an item to the restart
     assert world.gateway.events("fleet.fallback")
