@@ -57,13 +57,19 @@ class Nats:
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run one client call on the loop and return what it returned (its exception raised here)."""
+        if not self.loop.is_running():
+            coroutine.close()
+            raise FleetError("the NATS connection is closed")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout or self.timeout * 2)
 
     def close(self) -> None:
-        """Drain a connected client (close one that is not), cancel what is left on the loop, stop the loop."""
+        """Close the client (what JetStream stored was acknowledged already: nothing waits to be flushed), cancel
+        what is left on the loop, stop the loop. Closing twice does nothing."""
+        if not self.loop.is_running():
+            return
         try:
-            self.run(self.client.drain() if self.client.is_connected else self.client.close())
-        except Exception:  # NATS went away meanwhile: nothing left to drain
+            self.run(self.client.close(), timeout=5)
+        except Exception:  # NATS went away meanwhile: nothing left to close
             pass
 
         def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
