@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,20 @@ def test_a_small_fleet_spreads_items_and_delivers_in_order(fleet: Any) -> None:
     for number in range(101, 105):
         owner = world.owner(number)
         assert owner is not None
-        wait_for(lambda: len(comments_in(world.pasted(owner, number), number)) >= 3, timeout=60)
+        wait_for(lambda o=owner, n=number: len(comments_in(world.pasted(o, n), n)) >= 3, timeout=60)
         assert comments_in(world.pasted(owner, number), number) == [0, 1, 2]
     assert {world.owner(n).name for n in range(101, 105)} == {"w1", "w2"}  # type: ignore[union-attr]
+
+
+def test_a_killed_workers_item_moves_to_a_fresh_session_that_gets_its_next_comment(fleet: Any) -> None:
+    world = fleet(workers=2, numbers=range(101, 102))
+    world.arm([101])
+    wait_for(lambda: world.owner(101) is not None, timeout=60)
+    victim = world.owner(101)
+    victim.process.send_signal(signal.SIGKILL)
+    victim.process.wait()
+    assert world.comment(101, "fleet-comment 101-0").status_code == 202
+    [other] = [machine for machine in world.workers if machine is not victim]
+    wait_for(lambda: comments_in(world.pasted(other, 101), 101) == [0], timeout=60)
+    assert "moved to this machine" in world.boot_prompt(other, 101)
+    assert other.session(101)["harnessSessionId"] != victim.session(101)["harnessSessionId"]

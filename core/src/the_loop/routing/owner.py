@@ -199,7 +199,7 @@ class Owner:
                 sections = json.loads(copy)
             except ValueError:
                 sections = {}
-            for name in config.store.sections():
+            for name in config.store.sections:
                 if isinstance(sections, dict) and name in sections:
                     config.store.update_section(ref, name, sections[name])
             lane.portable = copy
