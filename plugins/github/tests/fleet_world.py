@@ -6,10 +6,15 @@ private tmux server, against one fake GitHub, with the fake harness.
 posts ``the-loop start`` on each issue; ``comment(number, body)`` posts a signed comment to the gateway;
 ``owner(number)`` is the worker whose state root holds a live session of the item; ``pasted(number)`` what that
 session received.
+
+``workers=0`` is the single machine beside it (``nats`` unused, may be None): one ``daemon run gh-webhook`` with
+routing and no ``instance``/``fleet`` sections, the same fake GitHub, payloads and harness; it is then both
+``gateway`` and the one entry of ``workers``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
@@ -102,7 +107,7 @@ class Machine:
 class FleetWorld:
     def __init__(self, tmp: Path, nats: Any, fake: FakeGitHub, machines: list[Machine], logs: Path, port: int) -> None:
         self.tmp, self.nats, self.fake, self.machines, self.logs, self.port = tmp, nats, fake, machines, logs, port
-        self._comment_id = 50_000
+        self._comment_ids = itertools.count(50_001)  # next() is atomic: comments may come from several threads
 
     @classmethod
     def create(
@@ -138,10 +143,10 @@ class FleetWorld:
             THE_LOOP_STOP_TIMEOUT="10",
         )
         port = free_port()
-        fleet = {"nats": {"servers": [nats.url]}, "leaseSeconds": lease_seconds}
+        fleet = {"nats": {"servers": [nats.url]}, "leaseSeconds": lease_seconds} if workers else None
         machines = []
         for index in range(workers + 1):
-            name = "gateway" if index == 0 else f"w{index}"
+            name = "solo" if fleet is None else "gateway" if index == 0 else f"w{index}"
             socket = f"the-loop-fleet-{secrets.token_hex(5)}"
             config: dict[str, Any] = {
                 "version": "0.12.0",
@@ -166,6 +171,8 @@ class FleetWorld:
                 "fleet": fleet,
                 **fake.config(),
             }
+            if fleet is None:
+                del config["instance"], config["fleet"]
             if index == 0:
                 config["webhooks"] = {"ghWebhook": {"enabled": True, "port": port}}
             machine = Machine(
@@ -186,10 +193,10 @@ class FleetWorld:
 
     @property
     def workers(self) -> list[Machine]:
-        return self.machines[1:]
+        return self.machines[1:] or self.machines  # the single machine holds its sessions itself
 
     def start(self) -> None:
-        for machine in self.workers:
+        for machine in self.machines[1:]:
             machine.start()
         self.gateway.start()
         wait_for(self.healthy, timeout=30)
@@ -208,8 +215,10 @@ class FleetWorld:
 
     # ---------------------------------------------------------------------------------------------- events
 
-    def comment(self, number: int, body: str, *, login: str = "octocat") -> httpx.Response:
-        self._comment_id += 1
+    def comment(
+        self, number: int, body: str, *, login: str = "octocat", client: httpx.Client | None = None
+    ) -> httpx.Response:
+        """POST a signed comment to the gateway (over ``client``'s keep-alive connection when given)."""
         payload = gh_payloads.adapt(
             gh_payloads.load("issue_comment.created"),
             repo=REPO,
@@ -218,12 +227,15 @@ class FleetWorld:
             login=login,
             labels=[AUTO_LABEL],
         )
-        payload = gh_payloads.new_comment(payload, self._comment_id)
+        payload = gh_payloads.new_comment(payload, next(self._comment_ids))
         payload["issue"].pop("pull_request", None)
         body_bytes = gh_payloads.encode(payload)
         headers = gh_payloads.headers("issue_comment", body_bytes, delivery=None, secret=gh_payloads.SECRET)
         sent = {key: value for key, value in headers.items() if value is not None}
-        return httpx.post(f"http://127.0.0.1:{self.port}/gh-webhook", content=body_bytes, headers=sent, timeout=15)
+        url = f"http://127.0.0.1:{self.port}/gh-webhook"
+        if client is not None:
+            return client.post(url, content=body_bytes, headers=sent, timeout=15)
+        return httpx.post(url, content=body_bytes, headers=sent, timeout=15)
 
     def arm(self, numbers: range | list[int]) -> None:
         for number in numbers:
