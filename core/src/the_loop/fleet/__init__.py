@@ -14,6 +14,7 @@ that use them are :mod:`the_loop.routing.gateway` and :mod:`the_loop.routing.own
 - :mod:`.commands` — what the gateway asks of an item's owner: one subject and one durable consumer per item, so
   an owner's unsettled commands go to the next owner in order; the owner acts only with a renewed lease, and a
   fleet-wide ledger of delivered keys keeps any event from being pasted twice;
+- :mod:`.intake` — the gateway's ingresses publishing to JetStream (their inbox the fallback), moved into its inbox;
 - :mod:`.items` — which worker each item is assigned to, and the copy of its portable record for the next owner;
 - :mod:`.ask` — one view of the fleet: request-reply to every worker, a silent one named;
 - :mod:`.workers` — which workers are alive (a heartbeat each, expiring with the lease time) and where new work goes

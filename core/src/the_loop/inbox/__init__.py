@@ -127,8 +127,11 @@ class Inbox:
         backoff_base: float = 2.0,
         backoff_cap: float = 300.0,
         clock: Callable[[], float] = time.time,
+        publish: Callable[[str, dict[str, Any]], bool | None] | None = None,
     ) -> None:
         self.layout = layout
+        # A fleet's gateway: publish to JetStream first (None back: NATS away, stored here instead).
+        self.publish = publish
         self.dir = layout.inbox_dir
         self.abandoned_dir = self.dir / "abandoned"
         self.completed_path = self.dir / COMPLETED_FILE
@@ -155,11 +158,12 @@ class Inbox:
     @classmethod
     def for_config(cls, config: LoadedConfig) -> Inbox:
         """The inbox an ingress writes to: this one, or on a fleet's gateway the one that publishes to JetStream."""
+        publish = None
         if config.core.fleet.enabled and config.core.instance.role != "worker":
-            from the_loop.inbox.published import PublishedInbox
+            from the_loop.fleet.intake import publisher
 
-            return PublishedInbox(config)
-        return cls(config.state, completed_limit=config.core.routing.dedup_cache_size)
+            publish = publisher(config.core.fleet)
+        return cls(config.state, completed_limit=config.core.routing.dedup_cache_size, publish=publish)
 
     # ------------------------------------------------------------------------------------------------ put
 
@@ -174,6 +178,12 @@ class Inbox:
         digest = key_digest(key)
         if digest in self._completed.digests():  # the cheap answer for a late duplicate; the commit checks again
             return False
+        if self.publish is not None:
+            if self.delivery_status(key) == "inflight":
+                return False  # the fallback holds it already
+            published = self.publish(key, entry)
+            if published is not None:
+                return published
         name = self._next_name(digest)
         data = _dumps({"key": key, "acceptedAt": events.timestamp(self.clock()), "attempts": 0, "entry": entry})
         item = _Put(self.dir / f".{name}.tmp", name, digest)

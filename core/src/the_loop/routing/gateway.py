@@ -1,6 +1,6 @@
 """The gateway's router in a fleet: which worker each event goes to.
 
-The gateway runs every ingress; what they accept reaches its local inbox (:mod:`the_loop.inbox.published`), and
+The gateway runs every ingress; what they accept reaches its local inbox (:mod:`the_loop.fleet.intake`), and
 :class:`GatewayRouter` handles each entry in arrival order, per work item, as the single machine's router does. It
 decides only what needs no session: the repository bound, a work item to act on, and for an item no worker owns
 yet, whether this event may start it (an authorized person's start command, or an armed item when no start command

@@ -95,9 +95,14 @@ class Owner:
                     events.emit("fleet.worker_unreachable", level="warning", error=f"{type(exc).__name__}: {exc}"[:300])
                     time.sleep(0.5)
                     continue
-                if notice is not None:
+                if notice is None:
+                    continue
+                try:
                     self._assigned(notice)
-                    assignments.ack(notice)
+                except Exception as exc:  # not acknowledged: the notice comes back after ack_wait, tried again
+                    events.emit("fleet.adopt_failed", level="error", error=f"{type(exc).__name__}: {exc}"[:300])
+                    continue
+                assignments.ack(notice)
         finally:
             for lane in list(self.lanes.values()):
                 lane.stopped.set()

@@ -119,8 +119,8 @@ def start_gateway(latest: Callable[[], LoadedConfig], should_stop: Any, workers:
     """The gateway's router: JetStream's accepted events moved into the inbox, each routed to its item's owner,
     and the silent workers' items moved (one process per state root does it: the one holding the inbox)."""
     from the_loop.fleet import shared
+    from the_loop.fleet.intake import intake
     from the_loop.inbox import Inbox
-    from the_loop.inbox.published import intake
     from the_loop.inbox.worker import InboxWorker
     from the_loop.routing.gateway import GatewayRouter, sweep
 
