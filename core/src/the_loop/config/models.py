@@ -361,6 +361,7 @@ class FleetNats(Section):
     password_env: str = Field("", pattern=r"^$|" + _ENV_NAME)
     creds_file_env: str = Field("", pattern=r"^$|" + _ENV_NAME)
     tls: FleetTls = FleetTls()
+    replicas: int = Field(1, ge=1, le=5)  # servers keeping each stream and bucket: 3 in a three-node cluster
 
     @field_validator("servers")
     @classmethod

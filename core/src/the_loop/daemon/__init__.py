@@ -53,7 +53,8 @@ def preflight(config: LoadedConfig, ingress: bool = False) -> list[str]:
 
     missing = []
     web_terminal = config.core.routing.web_terminal.enabled and ingress
-    if (config.core.routing.enabled or web_terminal) and shutil.which("tmux") is None:
+    sessions = config.core.routing.enabled and config.core.instance.role != "gateway"  # a gateway runs none
+    if (sessions or web_terminal) and shutil.which("tmux") is None:
         missing.append(f"missing dependency: tmux — {TMUX_INSTALL}")
     if web_terminal and shutil.which("ttyd") is None:
         missing.append(f"missing dependency: ttyd — {TTYD_INSTALL} (routing.webTerminal.enabled: true)")

@@ -77,6 +77,8 @@ def config_problems(config: LoadedConfig) -> list[str]:
     if core.polling.enabled:
         problems += poller_problems(config)
     problems += routing_problems(config)
+    if core.fleet.enabled:
+        problems += fleet_problems(config)
     return list(dict.fromkeys(problems))
 
 

@@ -70,6 +70,7 @@ def connect(fleet_section: Any, *, timeout: float = 5.0) -> Fleet:
     from the_loop.fleet.workers import Workers
 
     nats = Nats.connect(fleet_section.nats.servers, timeout=timeout, **options_for(fleet_section.nats))
+    nats.replicas = fleet_section.nats.replicas
     seconds = fleet_section.lease_seconds
     try:
         return Fleet(

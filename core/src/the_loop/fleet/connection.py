@@ -28,6 +28,7 @@ class Nats:
         self.thread = thread
         self.timeout = timeout
         self.jetstream = client.jetstream(timeout=timeout)
+        self.replicas = 1  # how many servers keep each stream and bucket (fleet.nats.replicas, a cluster's size)
 
     @classmethod
     def connect(cls, servers: Sequence[str], *, timeout: float = 5.0, **options: Any) -> Nats:
@@ -142,7 +143,11 @@ def open_stream(nats: Nats, name: str, prefix: str, duplicate_window: float) -> 
     from nats.js.api import StorageType, StreamConfig
 
     config = StreamConfig(
-        name=name, subjects=[f"{prefix}.>"], storage=StorageType.FILE, duplicate_window=duplicate_window
+        name=name,
+        subjects=[f"{prefix}.>"],
+        storage=StorageType.FILE,
+        duplicate_window=duplicate_window,
+        num_replicas=nats.replicas,
     )
     try:
         nats.run(nats.jetstream.add_stream(config))
@@ -156,7 +161,7 @@ def open_bucket(nats: Nats, bucket: str, ttl: float) -> Any:
     from nats.js.api import KeyValueConfig
 
     try:
-        return nats.run(nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=ttl)))
+        return nats.run(nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=ttl, replicas=nats.replicas)))
     except Exception as exc:
         raise FleetError(f"cannot open the bucket {bucket}: {type(exc).__name__}: {exc}") from None
 

@@ -154,11 +154,12 @@ class Owner:
         """At start: the items still assigned to this worker are its own again (a restart within the lease
         keeps them); a live local session of an item assigned elsewhere is closed (it was lost meanwhile)."""
         mine = set()
+        config = self.latest()
         for assignment in self.fleet.assignments.all():
             if assignment.worker == self.name:
                 mine.add(assignment.work_item)
-                self._adopt(assignment.work_item, "")
-        config = self.latest()
+                if _in_play(config, assignment.work_item):  # an ended or stopped item needs no lane any more
+                    self._adopt(assignment.work_item, "")
         for record in config.registry.records():
             if record.own is not None and record.own.live and record.work_item not in mine:
                 self._close_lost(record.work_item, "assigned-elsewhere")
@@ -363,6 +364,20 @@ class Owner:
                 lane.portable = data
             except Exception as exc:
                 events.emit("fleet.copy_failed", level="warning", work_item=lane.work_item, error=str(exc)[:300])
+
+
+def _in_play(config: LoadedConfig, work_item: str) -> bool:
+    """Whether this machine has a live session of the item, or it is started and not ended (its session to come)."""
+    from the_loop.refs import RefError, parse_ref
+
+    try:
+        ref = parse_ref(work_item)
+    except RefError:
+        return False
+    record = config.registry.load(work_item)
+    if record is not None and record.own is not None and record.own.live:
+        return True
+    return control.recorded(config, ref) == "start" and not (config.store.read(ref) or {}).get("ended")
 
 
 def _hostname() -> str:
