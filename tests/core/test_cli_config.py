@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -776,3 +777,48 @@ def test_migrate_config_moves_values_to_their_new_homes(loop_env: LoopEnv) -> No
     assert migrated["channels"]["slack"] == {"subscribe": ["session.awaiting_input"]}
     assert migrated["repositories"] == ["octo/repo"]
     assert migrated["polling"]["sources"] == [{"provider": "github", "labels": ["go"]}]
+
+
+@pytest.mark.parametrize(
+    ("fleet", "key"),
+    [
+        ({"fleet": {"nats": {"servers": ["nats://127.0.0.1:4222"]}}}, "instance.name"),
+        ({"instance": {"name": "w1", "role": "worker"}}, "instance.role"),
+        ({"instance": {"name": "w1"}, "fleet": {"nats": {"servers": ["http://x:1"]}}}, "fleet.nats.servers"),
+        ({"instance": {"name": "a b"}}, "instance.name"),
+        ({"fleet": {"leaseSeconds": 1}}, "fleet.leaseSeconds"),
+        ({"instance": {"scope": {"mode": "closed"}}}, "instance.scope.mode"),
+    ],
+    ids=["no-name", "role-without-fleet", "not-a-nats-url", "bad-name", "short-lease", "bad-scope"],
+)
+def test_issue_22_a_bad_fleet_config_is_one_error_line_naming_the_key(
+    loop_env: LoopEnv, fleet: dict[str, Any], key: str
+) -> None:
+    loop_env.write_config({"version": "0.12.0", **fleet})
+
+    result = loop_env.run("config", "validate")
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and key in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_issue_22_a_credential_variable_named_but_not_set_stops_the_worker(loop_env: LoopEnv) -> None:
+    loop_env.write_config(
+        {
+            "version": "0.12.0",
+            "routing": {"enabled": False},
+            "instance": {"name": "w1", "role": "worker"},
+            "fleet": {"nats": {"servers": ["nats://127.0.0.1:1"], "tokenEnv": "THE_LOOP_TEST_NATS_TOKEN"}},
+        }
+    )
+
+    validate = loop_env.run("config", "validate")
+    run = loop_env.run("daemon", "run", "fleet-worker")
+
+    assert (
+        validate.returncode == 2
+        and "fleet.nats.tokenEnv: THE_LOOP_TEST_NATS_TOKEN is not set" in validate.stdout + validate.stderr
+    )
+    assert run.returncode == 1 and "THE_LOOP_TEST_NATS_TOKEN is not set" in run.stderr
