@@ -161,7 +161,9 @@ def open_bucket(nats: Nats, bucket: str, ttl: float) -> Any:
     from nats.js.api import KeyValueConfig
 
     try:
-        return nats.run(nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=ttl, replicas=nats.replicas)))
+        return nats.run(
+            nats.jetstream.create_key_value(KeyValueConfig(bucket=bucket, history=1, ttl=ttl, replicas=nats.replicas))
+        )
     except Exception as exc:
         raise FleetError(f"cannot open the bucket {bucket}: {type(exc).__name__}: {exc}") from None
 
