@@ -201,3 +201,41 @@ def test_nats_restarted_mid_run_loses_nothing_that_was_acknowledged_to_github(fl
         assert wait_received(world, owner, number, 9, timeout=90) == list(range(9))  # in order, none lost or doubled
         assert world.owners(number) == [owner]  # nobody lost an item to the restart
     assert world.gateway.events("fleet.fallback")
+
+
+def test_the_gateway_lists_every_workers_sessions_names_a_silent_one_and_prints_the_ssh_attach_line(
+    fleet: Any,
+) -> None:
+    import json
+
+    numbers = range(101, 105)
+    world = fleet(workers=2, numbers=numbers)
+    world.arm(numbers)
+    wait_for(lambda: all(world.owner(n) is not None for n in numbers), timeout=60, interval=0.3)
+
+    listed = world.gateway.run("sessions", "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    owners = {f"github:octo/repo#{n}": world.owner(n).name for n in numbers}  # type: ignore[union-attr]
+    assert {row["workItem"]: row["worker"] for row in rows} == owners  # stamped with the worker that has it
+    table = world.gateway.run("sessions", "list")
+    assert table.stdout.splitlines()[0].split()[0] == "Worker" and "w1" in table.stdout and "w2" in table.stdout
+
+    ref = "github:octo/repo#101"
+    owner = world.owner(101)
+    attach = world.gateway.run("sessions", "attach", "--work-item", ref)
+    assert attach.returncode == 0, attach.stderr
+    target = owner.session(101)["tmuxTarget"]  # type: ignore[union-attr,index]
+    expected = f"ssh -t {owner.name}.example.internal tmux -L {owner.socket} attach-session -t ={target}"  # type: ignore[union-attr]
+    assert attach.stdout.strip() == expected
+
+    silent = next(m for m in world.workers if m is not owner)
+    assert silent.process is not None
+    silent.process.send_signal(signal.SIGSTOP)  # alive to its heartbeat for a while, but answering nothing
+    try:
+        partial = world.gateway.run("sessions", "list", "--format", "json")
+    finally:
+        silent.process.send_signal(signal.SIGCONT)
+    assert partial.returncode == 1  # never an empty (or partial) success
+    assert f"warning: worker {silent.name} did not answer" in partial.stderr
+    assert {row["worker"] for row in json.loads(partial.stdout)} == {owner.name}  # type: ignore[union-attr]

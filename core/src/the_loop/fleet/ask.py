@@ -42,14 +42,15 @@ def serve(nats: Nats, name: str, answer: Callable[[dict[str, Any]], Any]) -> Non
 
 def ask(nats: Nats, names: Sequence[str], request: dict[str, Any], timeout: float) -> dict[str, dict[str, Any] | None]:
     """Each named worker's reply (``{"ok", "worker", "answer" | "error"}``), or None for one that stayed silent."""
-    import nats.errors
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
 
     data = json.dumps(request).encode()
 
     async def one(name: str) -> dict[str, Any] | None:
         try:
             message = await nats.client.request(f"{PREFIX}.{name}", data, timeout=timeout)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        except (TimeoutError, NatsTimeout, NoRespondersError):
             return None
         try:
             reply = json.loads(message.data)

@@ -29,12 +29,18 @@ if TYPE_CHECKING:
 @click.pass_context
 def attach(ctx: click.Context, ref: WorkItemRef, pull_request: str | None, read_only: bool, web: bool) -> None:
     """Attach to REF's session. A closed session is always attached read-only; a paused one stays writable."""
+    from the_loop.cli.sessions._fleet import attach_line, fleet_view
     from the_loop.sessions.tmux import runner_for
 
     config = app(ctx).config(source="sessions")
     record = config.registry.load(str(ref))
     which = str(pull_request_of(ref, pull_request)) if pull_request else str(ref)
     own = record.sessions.get(which) if record else None
+    if own is None and fleet_view(config):  # on a fleet's gateway: the item is on a worker, reached over ssh
+        line = attach_line(config, which)
+        if line is not None:
+            click.echo(line)
+            return
     if own is None:
         click.echo(f"error: no session recorded for {which}" + (f" on {ref}" if which != str(ref) else ""), err=True)
         sys.exit(1)
