@@ -175,3 +175,20 @@ def stored(nats: Nats, subject: str, key: str, data: bytes, **headers: str) -> A
         return nats.run(nats.jetstream.publish(subject, data, headers={"Nats-Msg-Id": key, **headers}))
     except Exception as exc:
         raise FleetError(f"JetStream did not store {key}: {type(exc).__name__}: {exc}") from None
+
+
+def bucket_values(nats: Nats, kv: Any) -> list[tuple[str, bytes]]:
+    """Every (key, value) a key-value bucket holds now, by key (one removed meanwhile is left out)."""
+    from nats.js.errors import KeyDeletedError, KeyNotFoundError, NoKeysError
+
+    try:
+        keys = nats.run(kv.keys())
+    except NoKeysError:
+        return []
+    found = []
+    for key in sorted(keys):
+        try:
+            found.append((key, bytes(nats.run(kv.get(key)).value or b"")))
+        except (KeyNotFoundError, KeyDeletedError):
+            continue
+    return found

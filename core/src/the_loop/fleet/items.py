@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from the_loop.fleet.connection import Nats, open_bucket
+from the_loop.fleet.connection import Nats, bucket_values, open_bucket
 
 ASSIGNMENTS = "loop-items"
 PORTABLE = "loop-portable"
@@ -62,22 +62,8 @@ class Assignments:
         self.nats.run(self.kv.delete(item_key(work_item)))
 
     def all(self) -> list[Assignment]:
-        from nats.js.errors import NoKeysError
-
-        try:
-            keys = self.nats.run(self.kv.keys())
-        except NoKeysError:
-            return []
-        found = []
-        for key in sorted(keys):
-            try:
-                entry = self.nats.run(self.kv.get(key))
-            except Exception:  # deleted meanwhile
-                continue
-            assignment = _assignment(entry.value)
-            if assignment is not None:
-                found.append(assignment)
-        return found
+        found = (_assignment(value) for _, value in bucket_values(self.nats, self.kv))
+        return [assignment for assignment in found if assignment is not None]
 
 
 class PortableCopies:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from the_loop.fleet.connection import Nats, open_bucket
+from the_loop.fleet.connection import Nats, bucket_values, open_bucket
 
 BUCKET = "loop-workers"
 
@@ -56,18 +56,8 @@ class Workers:
 
     def live(self) -> list[Worker]:
         """Every worker whose heartbeat has not expired, by name."""
-        from nats.js.errors import NoKeysError
-
-        try:
-            names = self.nats.run(self.kv.keys())
-        except NoKeysError:
-            return []
-        found = []
-        for name in sorted(names):
-            worker = self.get(name)
-            if worker is not None:
-                found.append(worker)
-        return found
+        found = (_parsed(name, value) for name, value in bucket_values(self.nats, self.kv))
+        return [worker for worker in found if worker is not None]
 
     def get(self, name: str) -> Worker | None:
         from nats.js.errors import KeyDeletedError, KeyNotFoundError
