@@ -86,7 +86,7 @@ def config_problems(config: LoadedConfig) -> list[str]:
 def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
     layout = config.state
     core = config.core
-    return [
+    services = [
         ServiceSpec(
             name="gh-webhook",
             enabled=core.webhooks.gh_webhook.enabled,
@@ -107,16 +107,20 @@ def loop_register_services(config: LoadedConfig) -> list[ServiceSpec]:
             ingress=True,
             problems=tuple(poller_problems(config)) if core.polling.enabled else (),
         ),
-        ServiceSpec(
-            name="fleet-worker",
-            enabled=core.fleet.enabled and core.instance.role != "gateway",
-            enabled_by="fleet.nats.servers",
-            pidfile=layout.pidfile("fleet-worker"),
-            logfile=layout.logfile("fleet-worker"),
-            run="the_loop.routing.owner:run_service",
-            problems=tuple(fleet_problems(config)) if core.fleet.enabled else (),
-        ),
     ]
+    if core.fleet.enabled:  # only a fleet has it: a single machine's services are what they always were
+        services.append(
+            ServiceSpec(
+                name="fleet-worker",
+                enabled=core.instance.role != "gateway",
+                enabled_by="instance.role",
+                pidfile=layout.pidfile("fleet-worker"),
+                logfile=layout.logfile("fleet-worker"),
+                run="the_loop.routing.owner:run_service",
+                problems=tuple(fleet_problems(config)),
+            )
+        )
+    return services
 
 
 def fleet_problems(config: LoadedConfig) -> list[str]:
