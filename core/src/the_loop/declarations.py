@@ -6,10 +6,22 @@ reach the same classes through :mod:`the_loop.interfaces`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Attribute", "AttributeKind", "CommandSpec", "ConfigSection", "EventType", "GeneratedPath", "SetupSpec"]
+__all__ = [
+    "Attribute",
+    "AttributeKind",
+    "CommandSpec",
+    "ConfigSection",
+    "EventType",
+    "Finding",
+    "GeneratedPath",
+    "SetupRequest",
+    "SetupResult",
+    "SetupSpec",
+]
 
 
 @dataclass(frozen=True)
@@ -85,3 +97,45 @@ class Attribute:
     kind: AttributeKind
     holds: str
     owner: str = "core"
+
+
+# -------------------------------------------------------------------------------------------------- setup
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something that stops the-loop from working as configured, and what to do about it."""
+
+    problem: str
+    remedy: str
+
+
+@dataclass
+class SetupRequest:
+    """What a plugin's setup step (:class:`SetupSpec`) is asked with: the value of its ``init`` option, its further
+    options that were given (a flag as ``"yes"``), the label that arms an item, and ``confirm``, which asks the
+    operator a yes/no question when init runs in a terminal (and answers no otherwise)."""
+
+    value: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    arming_label: str = "the-loop: auto-execute"
+    confirm: Callable[[str], bool] = field(default=lambda _question: False)
+
+
+@dataclass
+class SetupResult:
+    """A setup step's answer: its part of the new config (merged into core's: mappings key by key, lists gaining
+    the items they lack), its ``findings`` (each with its remedy), ``notes`` for the operator (``[ok] …`` lines),
+    ``summary`` lines saying what the part does, and ``usable``: False when there is nothing to point the config at
+    (a refused token), so init writes nothing."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+    usable: bool = True
+
+    @classmethod
+    def refused(cls, finding: Finding) -> SetupResult:
+        """Nothing to write, for this one reason."""
+        return cls(findings=[finding], notes=[f"[!] {finding.problem}", f"     fix: {finding.remedy}"], usable=False)

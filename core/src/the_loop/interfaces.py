@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from the_loop.declarations import Attribute, CommandSpec, ConfigSection, EventType, GeneratedPath, SetupSpec
+from the_loop.declarations import (
+    Attribute,
+    CommandSpec,
+    ConfigSection,
+    EventType,
+    Finding,
+    GeneratedPath,
+    SetupRequest,
+    SetupResult,
+    SetupSpec,
+)
 
 if TYPE_CHECKING:
     from the_loop.refs import WorkItemRef
@@ -122,48 +132,6 @@ class ServiceSpec:
     ingress: bool = False  # takes events in: it runs the router, the web terminal and the tmux preflight
     url: str = ""  # where a served service answers (status shows it and asks ``url + health``)
     health: str = ""  # the path of its health route, asked only while it runs
-
-
-# -------------------------------------------------------------------------------------------------- setup
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something that stops the-loop from working as configured, and what to do about it."""
-
-    problem: str
-    remedy: str
-
-
-@dataclass
-class SetupRequest:
-    """What a plugin's setup step (:class:`SetupSpec`) is asked with: the value of its ``init`` option, its further
-    options that were given (a flag as ``"yes"``), the label that arms an item, and ``confirm``, which asks the
-    operator a yes/no question when init runs in a terminal (and answers no otherwise)."""
-
-    value: str
-    options: Mapping[str, str] = field(default_factory=dict)
-    arming_label: str = "the-loop: auto-execute"
-    confirm: Callable[[str], bool] = field(default=lambda _question: False)
-
-
-@dataclass
-class SetupResult:
-    """A setup step's answer: its part of the new config (merged into core's: mappings key by key, lists gaining
-    the items they lack), its ``findings`` (each with its remedy), ``notes`` for the operator (``[ok] …`` lines),
-    ``summary`` lines saying what the part does, and ``usable``: False when there is nothing to point the config at
-    (a refused token), so init writes nothing."""
-
-    config: dict[str, Any] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    summary: list[str] = field(default_factory=list)
-    usable: bool = True
-
-    @classmethod
-    def refused(cls, finding: Finding) -> SetupResult:
-        """Nothing to write, for this one reason."""
-        return cls(findings=[finding], notes=[f"[!] {finding.problem}", f"     fix: {finding.remedy}"], usable=False)
 
 
 # ------------------------------------------------------------------------------------------------ ingress
@@ -352,6 +320,11 @@ class Channel(abc.ABC):
         """Post the work item's root message and return its binding: ``channel`` (id), ``thread`` (the root's
         id) and, when known, ``permalink``. Raise :class:`ChannelError` when no root was made. Core calls this
         under the binding lock and only for an unbound item."""
+
+    def open_room(self, ref: WorkItemRef, room: str) -> Mapping[str, Any]:
+        """Post a top-level intro in ``room`` (the id ``add-channel`` declared), now the item's conversation; return
+        ``channel`` and, when known, ``permalink``. Raise :class:`ChannelError` when it cannot."""
+        raise ChannelError(f"the {self.name} channel cannot carry a conversation in a room")
 
     @abc.abstractmethod
     def publish(self, binding: Mapping[str, Any], message: ChannelMessage) -> None:

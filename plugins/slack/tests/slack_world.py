@@ -77,6 +77,10 @@ class Loop:
 
         return channels.binding(self.config, "slack", ref)
 
+    def portable(self, ref: str = REF) -> dict[str, Any]:
+        """The work item's portable record, or ``{}``."""
+        return self.config.store.read(ref) or {}
+
     def thread(self, ref: str = REF) -> tuple[str, str]:
         """(channel id, thread ts) of the work item's bound conversation; it must have one."""
         bound = self.binding(ref)

@@ -234,3 +234,80 @@ def test_an_envelope_is_acked_right_after_its_claim_not_after_the_slow_calls_tha
         listener.close()
     socket_loop.route()
     assert "quick ack" in harness.wait_for_submitted(2)[-1]
+
+
+# ------------------------------------------------------------------------------------ rooms (D §2.7, issue-375)
+
+ROOM = "C0TMP375"
+
+
+def _declare(loop: Loop, ref: str, words: str) -> Any:
+    from the_loop.refs import parse_ref
+    from the_loop.sessions.grants import grant
+
+    return grant(loop.config, parse_ref(ref), "add-channel", words, by="octocat", source="comment", note="")
+
+
+def test_d17_add_channel_moves_the_conversation_into_the_room_and_a_member_there_reaches_the_item(
+    socket_loop: Loop, listening: Listening
+) -> None:
+    harness = socket_loop.spawn()
+    old_channel, old_thread = socket_loop.thread()
+    assert old_channel == CHANNEL
+    done = _declare(socket_loop, "fake:octo/repo#15", f"slack@{ROOM}")
+    assert done.ok and done.effect == "declared", done
+    bound = socket_loop.binding()
+    assert bound is not None
+    assert (bound["channel"], bound["thread"], bound["mode"], bound["origin"]) == (ROOM, "", "channel", "declared")
+    posts = socket_loop.slack.posts()
+    intro, pointer = posts[-2].params, posts[-1].params
+    assert intro["channel"] == ROOM and "thread_ts" not in intro  # one top-level intro in the room
+    assert pointer["channel"] == CHANNEL and pointer["thread_ts"] == old_thread and ROOM in pointer["text"]
+    [declared] = socket_loop.portable()["collaborationChannels"]["channels"]
+    assert (declared["ref"], declared["type"], declared["target"], declared["listen"]) == (
+        f"slack@{ROOM}",
+        "slack",
+        ROOM,
+        "mentions",
+    )
+
+    # the next update lands top-level in the room
+    from the_loop import channels
+
+    channels.publish(socket_loop.config, "comment.agent", "fake:octo/repo#15", text="progress")
+    last = socket_loop.slack.posts()[-1].params
+    assert last["channel"] == ROOM and "thread_ts" not in last
+
+    # a member's mention in the room reaches the item; a plain message in a `mentions` room is not addressed
+    socket = socket_loop.server.socket
+    assert socket is not None
+    plain = socket_loop.slack.add_message(ROOM, user=DANA, text="just chatting")
+    socket.send_event(message(ROOM, plain, "just chatting"))
+    wait_for(lambda: any(e["reason"] == "not-addressed" for e in socket_loop.events("channel.dropped")))
+    ts = socket_loop.slack.add_message(ROOM, user=DANA, text="<@UBOT0001> use the staging db")
+    socket.send_event(message(ROOM, ts, "<@UBOT0001> use the staging db", kind="app_mention"))
+    wait_for(lambda: socket_loop.events("channel.reply_received"))
+    assert socket_loop.route() == 1
+    assert "use the staging db" in harness.wait_for_submitted(2)[-1]
+
+    # the thread it left is unmapped from now on
+    later = socket_loop.slack.add_message(CHANNEL, user=DANA, text="<@UBOT0001> hi", thread_ts=old_thread)
+    socket.send_event(message(CHANNEL, later, "<@UBOT0001> hi", thread=old_thread, kind="app_mention"))
+    wait_for(lambda: any(e.get("message") == later for e in socket_loop.events("channel.dropped")))
+    assert [e["reason"] for e in socket_loop.events("channel.dropped") if e.get("message") == later] == ["unmapped"]
+
+
+def test_d18_a_room_another_item_holds_is_refused_and_the_first_declaration_stands(socket_loop: Loop) -> None:
+    socket_loop.spawn()
+    assert _declare(socket_loop, "fake:octo/repo#15", f"slack@{ROOM} --listen all").effect == "declared"
+    refused = _declare(socket_loop, "fake:octo/repo#16", f"slack://{ROOM}")
+    assert (refused.ok, refused.effect) == (False, "channel-taken")
+    [kept] = socket_loop.portable()["collaborationChannels"]["channels"]
+    assert kept["listen"] == "all"
+    assert "collaborationChannels" not in socket_loop.portable("fake:octo/repo#16")
+    for words, reason in (
+        ("slack@#general", "missing-channel"),
+        ("", "missing-channel"),
+        (f"slack@{ROOM} --listen loud", "unknown-listen-mode"),
+    ):
+        assert _declare(socket_loop, "fake:octo/repo#16", words).effect == reason

@@ -86,25 +86,43 @@ def bindings(config: LoadedConfig, name: str, *, open_only: bool = False) -> lis
 # -------------------------------------------------------------------------------------------------- open
 
 
+def declared_room(config: LoadedConfig, name: str, ref: WorkItemRef | str) -> str:
+    """The room ``ref`` declared on channel ``name`` (``collaborationChannels``: its home), "" for none."""
+    from the_loop.control.grants import declared_channels
+
+    return next((str(e["target"]) for e in declared_channels(config, ref) if e["type"] == name), "")
+
+
+def _place(bound: dict[str, Any]) -> str:
+    """Where a binding is: the room's id for a room (``mode: channel``), "" for a thread in the central channel."""
+    return str(bound["channel"]) if bound.get("mode") == "channel" else ""
+
+
 def open_conversation(config: LoadedConfig, channel: Channel, ref: WorkItemRef, origin: str) -> dict[str, Any]:
     """The work item's binding, posting its root first when it has none (idempotent: a bound item makes no call
-    and emits nothing). Raises :class:`ChannelError` when no root could be made."""
+    and emits nothing). The item's home is its declared room when it has one, else the central channel: a binding
+    elsewhere is moved (D §2.7, issue-375) — the room gets one top-level intro and becomes the conversation, and
+    the old thread a pointer, so its replies are unmapped from then on. Raises :class:`ChannelError` when no root
+    could be made."""
     with locked(_open_lock(config, channel.name)):
         found = binding(config, channel.name, ref)
-        if found is not None:
+        room = declared_room(config, channel.name, ref)
+        if found is not None and _place(found) == room:
             return found
-        made = dict(channel.open_conversation(ref, str(ref)))
+        made = dict(channel.open_room(ref, room) if room else channel.open_conversation(ref, str(ref)))
         if not made:
             return {}  # a channel with no conversations to bind (nothing to remember)
-        if not made.get("channel") or not made.get("thread"):
+        if not made.get("channel") or (not room and not made.get("thread")):
             raise ChannelError(f"{channel.name} made no root for {ref}")
         bound = {
             "channel": str(made["channel"]),
-            "thread": str(made["thread"]),
+            "thread": "" if room else str(made["thread"]),
             "opened": events.timestamp(),
-            "origin": origin,
+            "origin": "declared" if room else origin,
             "permalink": str(made.get("permalink") or ""),
         }
+        if room:
+            bound["mode"] = "channel"
         _store(config).update_section(ref, "channels", lambda current: {**(current or {}), channel.name: bound})
     events.emit(
         "channel.thread_opened",
@@ -112,9 +130,49 @@ def open_conversation(config: LoadedConfig, channel: Channel, ref: WorkItemRef, 
         work_item=str(ref),
         thread=bound["thread"],
         channel_id=bound["channel"],
-        origin=origin,
+        origin=bound["origin"],
     )
+    if found is not None:
+        _point(channel, found, bound, ref)
     return bound
+
+
+def _point(channel: Channel, old: dict[str, Any], new: dict[str, Any], ref: WorkItemRef) -> None:
+    """One message in the conversation left behind saying where it went (best-effort)."""
+    from the_loop.interfaces import ChannelMessage
+
+    where = f"<#{new['channel']}>" if new.get("mode") == "channel" else "a thread in the central channel"
+    text = f"The conversation about {ref} moved to {where}; messages here no longer reach it."
+    try:
+        channel.publish(old, ChannelMessage("channel.moved", str(ref), text=text, max_chars=channel.max_chars()))
+    except Exception as exc:
+        events.emit(
+            "channel.post_failed",
+            level="warning",
+            channel=channel.name,
+            work_item=str(ref),
+            event_type="channel.moved",
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+
+
+def relocate(config: LoadedConfig, ref: WorkItemRef) -> str:
+    """A declaration changed: open (or move) the item's conversation on every enabled channel now. A warning for
+    a person when one failed ("" when all went well); the next event tries again."""
+    problems = []
+    for channel in enabled_channels(config):
+        try:
+            open_conversation(config, channel, ref, "declared")
+        except Exception as exc:
+            events.emit(
+                "channel.open_failed",
+                level="warning",
+                channel=channel.name,
+                work_item=str(ref),
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            problems.append(f"{channel.name}: {exc}")
+    return f"could not open the conversation ({'; '.join(problems)}); the next update tries again" if problems else ""
 
 
 def open_for_start(config: LoadedConfig, ref: WorkItemRef) -> None:

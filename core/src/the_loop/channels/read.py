@@ -146,6 +146,20 @@ def find_ref(config: LoadedConfig, name: str, channel_id: str, thread: str) -> t
     return None
 
 
+def room_of(config: LoadedConfig, name: str, channel_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The work item whose declared room ``channel_id`` is (``collaborationChannels``, D §2.7), with its declaration;
+    None when no open item declares it — or more than one does: a contested room attributes nothing."""
+    from the_loop.control.grants import holder
+
+    holders = holder(config, f"{name}@{channel_id}")
+    if len(holders) != 1:
+        return None
+    from the_loop.control.grants import declared_channels
+
+    entry = next(e for e in declared_channels(config, holders[0]) if e["target"] == channel_id)
+    return holders[0], {**entry, "permalink": ""}
+
+
 def accept(
     config: LoadedConfig,
     channel: ReadingChannel,
@@ -163,13 +177,20 @@ def accept(
     run = later or (lambda work: work())
     if message.subtype not in PROCESSED_SUBTYPES:  # edits, deletes, joins: never new input
         return _drop(channel, message, "unsupported-subtype", level="debug")
-    if message.message_id == message.thread_id:  # top-level: kickoff is later; no record is read for it
+    top_level = message.message_id == message.thread_id
+    if bound is None and not top_level:
+        bound = find_ref(config, channel.name, message.channel_id, message.thread_id)
+    key = message.thread_id  # the cursor this message moves: its thread's, or the room's
+    room = None
+    if bound is None:  # a bound thread wins over the room it is in (issue-375)
+        room = room_of(config, channel.name, message.channel_id)
+        key = f"channel:{message.channel_id}"
+    if bound is None and room is None:  # a top-level message outside a room: kickoff is later
         return _drop(channel, message, "unmapped", level="debug")
-    bound = bound or find_ref(config, channel.name, message.channel_id, message.thread_id)
-    if bound is None:
-        return _drop(channel, message, "unmapped", level="debug")
-    ref, conversation = bound
+    ref, conversation = bound or room  # type: ignore[misc]
     bot = channel.bot_identity() if bot_id is None else bot_id
+    if room is not None and room[1].get("listen") != "all" and not (bot and f"<@{bot}" in message.text):
+        return _drop(channel, message, "not-addressed", ref, level="debug")  # a mentions room hears only mentions
     reason, speaker, kind = "", "", ""
     if message.is_bot or (bot and message.author_id == bot):
         reason = "self-authored"  # before anyone's identity is read
@@ -188,7 +209,7 @@ def accept(
     claimed = "duplicate"
     try:
         with locked(_lock(config, channel.name)):
-            if newer(message.message_id, cursor(config, channel.name, ref, message.thread_id)):
+            if newer(message.message_id, cursor(config, channel.name, ref, key)):
                 claimed = reason or "accepted"
                 if claimed == "accepted" and kind == REPLY_KIND:
                     from the_loop.inbox import Inbox
@@ -196,7 +217,7 @@ def accept(
                     event = _inbound(channel, message, ref, transport, conversation.get("permalink", ""), bot)
                     if not Inbox.for_config(config).put(event.dedupe_key, event.inbox_entry()):
                         claimed = "duplicate"
-                _advance(config, channel.name, ref, message.thread_id, message.message_id)
+                _advance(config, channel.name, ref, key, message.message_id)
     except (StateError, OSError) as exc:  # not claimed: not acknowledged either, so a later read retries it
         events.emit("channel.claim_failed", level="error", channel=channel.name, work_item=ref, error=str(exc))
         return "claim-failed"

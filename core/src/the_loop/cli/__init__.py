@@ -64,6 +64,22 @@ CORE_COMMANDS: dict[str, Any] = {
         "attach": ("the_loop.cli.sessions.attach:attach", "Attach this terminal to a work item's tmux session."),
         "register": ("the_loop.cli.sessions.register:register", "Record an existing conversation by hand."),
         "link-pr": ("the_loop.cli.sessions.link_pr:link_pr", "Record that a pull request delivers a work item."),
+        "add-collaborator": (
+            "the_loop.cli.sessions.add_collaborator:add_collaborator",
+            "Let someone else's comments reach one work item (input only).",
+        ),
+        "remove-collaborator": (
+            "the_loop.cli.sessions.remove_collaborator:remove_collaborator",
+            "Take someone off a work item's collaborators.",
+        ),
+        "add-channel": (
+            "the_loop.cli.sessions.add_channel:add_channel",
+            "Make a Slack room a work item's conversation.",
+        ),
+        "remove-channel": (
+            "the_loop.cli.sessions.remove_channel:remove_channel",
+            "Undeclare a work item's room.",
+        ),
         "pause": ("the_loop.cli.sessions.pause:pause", "Hold off deliveries to a work item's session."),
         "resume": ("the_loop.cli.sessions.resume:resume", "Deliver events to a paused work item again."),
         "stop": ("the_loop.cli.sessions.stop:stop", "Disarm a work item and close its session (tmux kept readable)."),

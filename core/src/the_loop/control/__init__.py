@@ -1,4 +1,5 @@
-"""Control keywords: ``the-loop start|stop|pause|resume|cleanup|choose|interrupt|budget|answer`` typed on a ticket.
+"""Control keywords: ``the-loop start|stop|pause|resume|cleanup|choose|interrupt|budget|answer`` and the grants
+(``add-collaborator|remove-collaborator|add-channel|remove-channel``) typed on a ticket.
 
 Parsing is anchored (A §2.6 C2): case-insensitive; the comment, after leading whitespace, must open with a keyword,
 and further keywords count only at the start of a line; a keyword must not run on into ``[\\w:-]``. Prose, quotes
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
-COMMANDS = ("start", "stop", "pause", "resume", "cleanup", "choose", "interrupt", "budget", "answer")
-# The commands whose words follow them: the interrupt's next turn, the budget's raise, the answer's option.
-WORDED = ("interrupt", "budget", "answer")
+GRANTS = ("add-collaborator", "remove-collaborator", "add-channel", "remove-channel")
+COMMANDS = ("start", "stop", "pause", "resume", "cleanup", "choose", "interrupt", "budget", "answer", *GRANTS)
+# The commands whose words follow them: the interrupt's next turn, the budget's raise, the answer's option, the
+# person or channel a grant names.
+WORDED = ("interrupt", "budget", "answer", *GRANTS)
 
 
 def keywords(configured: Mapping[str, str]) -> dict[str, str]:

@@ -38,6 +38,13 @@ REMEDIES = {
     "question the agent asked, reply in words.",
     "prompt-gone": "the decision prompt is no longer on the session's screen (it was answered, or it changed).",
     "no-such-option": "",  # the reason is the text: the options there are
+    "missing-collaborator": "name who to add as `@login` right after the keyword (`the-loop add-collaborator @dana`).",
+    "missing-channel": "name the channel by its id right after the keyword (`the-loop add-channel slack@C0123ABCD`); "
+    "a #name is not accepted.",
+    "channel-taken": "that channel is already the conversation of another work item; one channel carries one work "
+    "item. Remove it there first (`the-loop remove-channel`).",
+    "unknown-listen-mode": "`--listen` takes `all` (every message in the room) or `mentions` (only messages that "
+    "mention the bot).",
 }
 
 
@@ -83,6 +90,8 @@ def execute(
     live = own is not None and own.live
     if command in STEERING:  # never recorded in `control`: they steer a session, they do not arm or disarm
         return _steer(config, event, target, command, interrupt, answer)
+    if command in control.GRANTS:  # lists in the portable record: input for others, never control
+        return _grant(config, event, target, command)
     if command == "choose":
         return _choose(config, event, target, live, spawn, relaunch)
     if command == "start":
@@ -163,6 +172,18 @@ def _steer(
             config, event, target, command, reason if reason in REMEDIES else "nothing-to-answer", text=what
         )
     return _executed(event, target, command, "answered")
+
+
+def _grant(config: LoadedConfig, event: InboundEvent, target: WorkItemRef, command: str) -> Outcome:
+    """``the-loop add-collaborator @dana``, ``the-loop add-channel slack@C0TMP375 --listen all`` and their removals."""
+    from the_loop.sessions.grants import grant
+
+    words = control.argument(event.body, command, config.core.routing.control.keywords)
+    actor = event.actor.id if event.actor else ""
+    done = grant(config, target, command, words, by=actor, source="comment", note=event.url)
+    if not done.ok:
+        return _rejected(config, event, target, command, done.effect)
+    return _executed(event, target, command, done.effect)
 
 
 def _remember_choices(config: LoadedConfig, event: InboundEvent, target: WorkItemRef) -> None:

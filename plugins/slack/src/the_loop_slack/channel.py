@@ -45,6 +45,7 @@ TITLES = {
     "comment.agent": "The agent commented",
     "comment.human": "New comment",
     "work-item.closed": "Closed",
+    "channel.moved": "Conversation moved",
 }
 _names: dict[tuple[str, str], str] = {}  # (api base, channel name) -> id, resolved once per process
 _missed: dict[tuple[str, str], tuple[float, bool]] = {}  # a name not found: (when, listing cut short)
@@ -217,26 +218,37 @@ class SlackChannel(ReadingChannel):
     # --------------------------------------------------------------------------------------------- posting
 
     def open_conversation(self, ref: WorkItemRef, title: str) -> Mapping[str, Any]:
-        from the_loop.toolkit import provider_url
-
-        home = self.home()
-        client = self.client()
-        url = provider_url(ref, self.config) or ""
-        header = f"the-loop · {ref}"[:HEADER_LIMIT]
         sentence = "Every message about this work item lands here as a reply."
         if self.read_mode() != "off":
             sentence += " Replies from authorized people reach its session."
+        return self._intro(ref, self.home(), sentence)
+
+    def open_room(self, ref: WorkItemRef, room: str) -> Mapping[str, Any]:
+        if not CHANNEL_ID.match(room):
+            raise ChannelError("a room is named by its conversation id (C…, G…, D…)")
+        sentence = "This channel is this work item's conversation: every message about it is posted here."
+        if self.read_mode() != "off":
+            sentence += " Messages from authorized people here reach its session."
+        return self._intro(ref, room, sentence)
+
+    def _intro(self, ref: WorkItemRef, where: str, sentence: str) -> Mapping[str, Any]:
+        """The top-level message a conversation starts with: the ref, a sentence, a button to the ticket."""
+        from the_loop.toolkit import provider_url
+
+        client = self.client()
+        url = provider_url(ref, self.config) or ""
+        header = f"the-loop · {ref}"[:HEADER_LIMIT]
         blocks: list[dict[str, Any]] = [
             {"type": "header", "text": {"type": "plain_text", "text": header}},
             {"type": "section", "text": {"type": "mrkdwn", "text": sentence}},
         ]
         if url:
             blocks.append(_button(url))
-        posted = self._call(client.chat_postMessage, channel=home, text=f"{header}\n{sentence}", blocks=blocks)
+        posted = self._call(client.chat_postMessage, channel=where, text=f"{header}\n{sentence}", blocks=blocks)
         ts = str(posted.get("ts") or "")
         if not ts:
             raise ChannelError("slack returned no ts for the root message")
-        channel = str(posted.get("channel") or home)
+        channel = str(posted.get("channel") or where)
         permalink = ""
         try:
             permalink = str(self._call(client.chat_getPermalink, channel=channel, message_ts=ts).get("permalink") or "")

@@ -133,3 +133,25 @@ def pull_request_of(ref: WorkItemRef, value: str) -> WorkItemRef:
     if pull_request == ref:
         raise click.BadParameter("a work item cannot be its own pull request")
     return pull_request
+
+
+def run_grant(ctx: click.Context, ref: WorkItemRef, command: str, words: str, note: str = "") -> None:
+    """``sessions add-collaborator|remove-collaborator|add-channel|remove-channel``: what the ticket keyword does,
+    recorded as the local user (``source: cli``); a refusal is one ``error:`` line and exit 1."""
+    from the_loop.command import app
+    from the_loop.sessions.grants import grant
+
+    config = app(ctx).config(source="sessions")
+    done = grant(config, ref, command, words, by=operator(), source="cli", note=note)
+    if done.ok:
+        control_event(ref, command, done.effect)
+    else:
+        events.emit(
+            "control.rejected",
+            work_items=[str(ref)],
+            command=command,
+            actor=operator(),
+            reason=done.effect,
+            source="cli",
+        )
+    report(done)
