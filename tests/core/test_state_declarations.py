@@ -291,6 +291,8 @@ def test_s3_docs_tables_equal_the_declarations(shipped: PluginHost) -> None:
     }
     attributes = [(files[a.file], f"`{a.key}`", a.kind, a.holds) for a in shipped.record_attributes()]
     assert markdown_table(text, "| File | Key | Kind | Holds |") == attributes
+    fields = [(f"`{a.key}`", ", ".join(f"`{f}`" for f in a.fields)) for a in shipped.record_attributes() if a.fields]
+    assert markdown_table(text, "| Key | Fields of an entry |") == fields
 
 
 def test_docs_gitignore_block_equals_the_command_output(loop_env: LoopEnv) -> None:

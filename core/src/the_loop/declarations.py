@@ -90,13 +90,15 @@ AttributeKind = Literal[
 class Attribute:
     """One top-level key of a per-work-item record. ``file`` is ``"repository"`` (``docs/specs/<id>/
     work-item-state.json`` in the work item's checkout, the one a reviewer sees), ``"portable"``
-    (``portable/<slug>.json``, the operator's file) or ``"local"`` (``local/<slug>.json``, this machine's)."""
+    (``portable/<slug>.json``, the operator's file) or ``"local"`` (``local/<slug>.json``, this machine's).
+    ``fields`` names, where it is declared, every key the section's entries may carry (seed 004's field tables)."""
 
     file: Literal["repository", "portable", "local"]
     key: str
     kind: AttributeKind
     holds: str
     owner: str = "core"
+    fields: tuple[str, ...] = ()
 
 
 # -------------------------------------------------------------------------------------------------- setup

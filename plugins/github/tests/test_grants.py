@@ -10,6 +10,7 @@ import subprocess
 
 from gh_world import REF, MakeWorld
 
+from the_loop.state import COLLABORATOR_FIELDS
 from the_loop.testing import wait_for
 
 
@@ -22,6 +23,7 @@ def test_an_authorized_add_collaborator_lets_dana_speak_but_not_steer(gh_world: 
     assert user["login"] == "dana" and user["addedBy"] == "octocat" and user["source"] == "comment"
     assert user["note"].startswith("https://") and user["addedAt"].endswith("Z")
     assert world.events("control.command")[-1]["effect"] == "added"
+    assert set(user) <= set(COLLABORATOR_FIELDS)  # only the declared fields (seed 004)
     before = len(harness.submitted())
     assert before == 1  # the grant itself was never pasted
 
@@ -70,6 +72,7 @@ def test_the_cli_grants_and_a_reset_clears_while_cleanup_keeps(gh_world: MakeWor
     done = cli("add-collaborator", "--work-item", REF, "Dana", "slack:U0DANA1", "--note", "pairing")
     assert done.returncode == 0, done.stderr
     users = world.portable()["collaborators"]["users"]
+    assert all(set(u) <= set(COLLABORATOR_FIELDS) for u in users)
     assert [(u.get("login"), u.get("slack"), u["source"], u["note"]) for u in users] == [
         ("dana", None, "cli", "pairing"),
         (None, "U0DANA1", "cli", "pairing"),

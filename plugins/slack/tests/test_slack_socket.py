@@ -264,6 +264,9 @@ def test_d17_add_channel_moves_the_conversation_into_the_room_and_a_member_there
     assert intro["channel"] == ROOM and "thread_ts" not in intro  # one top-level intro in the room
     assert pointer["channel"] == CHANNEL and pointer["thread_ts"] == old_thread and ROOM in pointer["text"]
     [declared] = socket_loop.portable()["collaborationChannels"]["channels"]
+    from the_loop.state import CHANNEL_DECLARATION_FIELDS, CONVERSATION_FIELDS
+
+    assert set(declared) <= set(CHANNEL_DECLARATION_FIELDS) and set(bound) <= set(CONVERSATION_FIELDS)
     assert (declared["ref"], declared["type"], declared["target"], declared["listen"]) == (
         f"slack@{ROOM}",
         "slack",

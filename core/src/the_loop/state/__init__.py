@@ -184,6 +184,12 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     ),
 )
 
+# The keys of one entry of the grant lists (``collaborators.users[]``, ``collaborationChannels.channels[]``) and of
+# one channel's binding (``channels.<name>``): seed 004's field tables, and all the-loop writes there.
+COLLABORATOR_FIELDS = ("login", "slack", "addedBy", "addedAt", "source", "note")
+CHANNEL_DECLARATION_FIELDS = ("ref", "type", "target", "listen", "addedBy", "addedAt", "source", "note")
+CONVERSATION_FIELDS = ("channel", "thread", "mode", "opened", "origin", "permalink")
+
 ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("repository", "version", "derived", "the file's shape (1)"),
     Attribute("repository", "workItem", "pointer", "which work item this is; a file naming another is ignored"),
@@ -201,9 +207,27 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("portable", "control", "operator-ledger", "the last control command an authorized user gave"),
     Attribute("portable", "poll", "operator-ledger", "what the poller has seen: comments, attempts, spawn ledger"),
     Attribute("portable", "pullRequests", "operator-ledger", "the poll ledger of each pull request delivering it"),
-    Attribute("portable", "collaborators", "operator-ledger", "who else may speak to this work item"),
-    Attribute("portable", "collaborationChannels", "operator-ledger", "where this work item is worked"),
-    Attribute("portable", "channels", "workspace-entity", "the conversation (thread) opened for this work item"),
+    Attribute(
+        "portable",
+        "collaborators",
+        "operator-ledger",
+        "who else may speak to this work item",
+        fields=COLLABORATOR_FIELDS,
+    ),
+    Attribute(
+        "portable",
+        "collaborationChannels",
+        "operator-ledger",
+        "where this work item is worked",
+        fields=CHANNEL_DECLARATION_FIELDS,
+    ),
+    Attribute(
+        "portable",
+        "channels",
+        "workspace-entity",
+        "the conversation (thread) opened for this work item",
+        fields=CONVERSATION_FIELDS,
+    ),
     Attribute("portable", "ended", "operator-ledger", "whether and how the work item ended"),
     Attribute("portable", "lifecycle", "operator-ledger", "that work_item_start was asked for the current arming"),
     Attribute("portable", "budget", "operator-ledger", "what authorized people added to its budget, who and when"),
