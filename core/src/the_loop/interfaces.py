@@ -1,15 +1,11 @@
-"""What a plugin hands to core: declarations (plain dataclasses) and provider interfaces (abstract classes).
-
-Declarations describe things core wires up lazily — a command by import string, a config section by its model,
-an event type, a generated path, a service. Providers are small classes a plugin registers through a
-``loop_register_*`` hook; core looks them up by ``name`` and calls their methods. Nothing here imports pydantic
-or any client library, so the CLI can build ``--help`` from declarations alone.
-"""
+"""What a plugin hands to core: declarations (plain dataclasses: a command by import string, a config section by
+its model, an event type, a generated path, a service) and provider interfaces (abstract classes a plugin registers
+through a ``loop_register_*`` hook). Nothing here imports pydantic or a client library (``--help`` needs none)."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -60,16 +56,9 @@ __all__ = [
 
 
 class Config(Protocol):
-    """A loaded config, as the plugin API sees it: what providers are built with and hooks are called with.
-
-    :class:`the_loop.config.LoadedConfig` is the one there is. The root API imports no layer, so the layers' types
-    are named here, not imported: ``ref`` is a :class:`~the_loop.config.ConfigRef`, ``core`` core's validated
-    :class:`~the_loop.config.models.CoreConfig`, ``state`` the :class:`~the_loop.state.StateLayout`, ``host``
-    the :class:`~the_loop.plugins.PluginHost` it was loaded with, ``store`` the portable records
-    (:class:`~the_loop.state.store.WorkItemStore`) and ``registry`` the session records
-    (:class:`~the_loop.state.registry.SessionRegistry`) under that state. A plugin that wants them typed annotates
-    its own code with ``LoadedConfig``.
-    """
+    """A loaded config as the plugin API sees it (:class:`the_loop.config.LoadedConfig`; layers' types are named,
+    not imported): ``ref`` a ConfigRef, ``core`` the CoreConfig, ``state`` the StateLayout, ``host`` the PluginHost,
+    ``store`` the portable records (WorkItemStore), ``registry`` the session records (SessionRegistry)."""
 
     ref: Any
     raw: dict[str, Any]
@@ -271,6 +260,10 @@ class TicketProvider(abc.ABC):
         may raise. Trackers without reactions do nothing."""
         return None
 
+    def create_issue(self, repository: str, title: str, body: str, labels: Sequence[str]) -> WorkItemRef:
+        """Open a new work item in declared ``repository`` (a Slack kickoff); raise when the tracker cannot."""
+        raise NotImplementedError(f"{type(self).__name__} cannot create work items")
+
     @abc.abstractmethod
     def is_self_authored(self, text: str) -> bool:
         """True when ``text`` carries the-loop's self marker."""
@@ -320,14 +313,9 @@ class InboundMessage:
 
 
 class Channel(abc.ABC):
-    """A conversation surface (Slack, Teams, Discord): one conversation per work item beside its ticket.
-
-    The channel owns only its transport, rendering and the platform's identities. Core owns the rest: the binding
-    (``channels.<name>`` of the portable record, decided under a lock so one work item never gets two roots), read
-    cursors, the undelivered queue, authorization (``routing.authorizedUsers[].<name>``), the ticket mirror and
-    delivery. This interface publishes; a channel whose replies steer the session implements
-    :class:`ReadingChannel` as well. Credentials are read from the environment at call time, never stored.
-    """
+    """A conversation surface (Slack, Teams, Discord), one conversation per work item beside its ticket: only its
+    transport, rendering and identities. Core owns bindings, cursors, the undelivered queue, authorization, the
+    ticket mirror and delivery; a channel whose replies steer the session is a :class:`ReadingChannel` too."""
 
     name: ClassVar[str]
 
@@ -410,6 +398,18 @@ class ReadingChannel(Channel):
 
     def tell(self, message: InboundMessage, text: str) -> None:
         """Answer the writer of ``message`` privately (Slack: an ephemeral message); best-effort, may raise."""
+        return None
+
+    def kickoff(self) -> Mapping[str, Any]:
+        """{} when kickoff is off, else ``conversation`` (its id), ``repo`` (fallback) and ``labels``."""
+        return {}
+
+    def read_top_level(self, conversation: str, after: str) -> list[InboundMessage]:
+        """Top-level messages newer than ``after``, oldest first ("" = the newest one only: a baseline)."""
+        return []
+
+    def reply(self, message: InboundMessage, text: str) -> None:
+        """Answer in ``message``'s thread, for everyone; may raise."""
         return None
 
 

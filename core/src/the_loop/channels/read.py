@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
+from the_loop.channels import kickoff
 from the_loop.channels.conversations import (
     COMMAND_KIND,
     PROCESSED_SUBTYPES,
@@ -163,7 +164,9 @@ def accept(
     run = later or (lambda work: work())
     if message.subtype not in PROCESSED_SUBTYPES:  # edits, deletes, joins: never new input
         return _drop(channel, message, "unsupported-subtype", level="debug")
-    if message.message_id == message.thread_id:  # top-level: kickoff is later; no record is read for it
+    if message.message_id == message.thread_id:  # top-level: a kickoff in the central conversation, else unmapped
+        if kickoff.is_central(channel, message):
+            return kickoff.accept(config, channel, message, channel.bot_identity() if bot_id is None else bot_id, later)
         return _drop(channel, message, "unmapped", level="debug")
     bound = bound or find_ref(config, channel.name, message.channel_id, message.thread_id)
     if bound is None:
@@ -280,6 +283,7 @@ def read_cycle(config: LoadedConfig, channel: ReadingChannel) -> dict[str, int]:
                 break  # a later claim would move the cursor past this one: the thread waits for the next cycle
             if outcome == "accepted":
                 counts["accepted"] += 1
+    counts.update(kickoff.read(config, channel, bot))  # after the bound threads: the central conversation
     return counts
 
 
