@@ -137,3 +137,21 @@ def test_no_grant_reads_nothing_and_an_undeclared_fallback_is_a_config_error(kic
     loop.reload(publish=["work-item.reply"], kickoff={"repo": "octo/other"})
     with pytest.raises(ConfigError, match=r"channels\.slack\.kickoff\.repo"):
         rewrite(loop, {"repositories": REPOS, **gh.config()})
+
+
+def test_the_prefix_resolves_by_last_segments_and_every_outcome_has_its_name() -> None:
+    from the_loop.channels.kickoff import refusal, resolve, title_of
+
+    declared = ["ghe.example/octo/slim-gym", "octo/api", "acme/api"]
+    assert resolve("Slim-Gym: fix it", declared, "")[:2] == ("resolved", "ghe.example/octo/slim-gym")
+    assert resolve("ghe.example/octo/slim-gym: fix", declared, "")[0] == "resolved"
+    assert resolve("acme/api: x", declared, "")[1] == "acme/api"
+    assert resolve("api: x", declared, "")[0] == "ambiguous-repo"
+    assert resolve("nope/repo: x", declared, "")[:3] == ("unknown-repo", "", "nope/repo")
+    assert resolve("word: prose", declared, "")[0] == "no-target"
+    assert resolve("word: prose", declared, "octo/api")[:2] == ("fallback", "octo/api")
+    assert resolve("octo/api:", declared, "")[0] == "empty-message"
+    assert resolve("   \n ", declared, "octo/api")[0] == "empty-message"
+    assert title_of("\n## " + "t" * 100) == "t" * 80
+    many = [f"o/r{n}" for n in range(15)]
+    assert refusal("no-target", "", many).count("`o/r") == 12 and "…and 3 more" in refusal("no-target", "", many)
