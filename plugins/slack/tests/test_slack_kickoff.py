@@ -155,3 +155,31 @@ def test_the_prefix_resolves_by_last_segments_and_every_outcome_has_its_name() -
     assert title_of("\n## " + "t" * 100) == "t" * 80
     many = [f"o/r{n}" for n in range(15)]
     assert refusal("no-target", "", many).count("`o/r") == 12 and "…and 3 more" in refusal("no-target", "", many)
+
+
+def test_a_top_level_message_pushed_over_socket_mode_kicks_off_too(kick: tuple[Loop, FakeGitHub]) -> None:
+    import threading
+
+    from the_loop import channels
+    from the_loop.testing import wait_for
+
+    loop, gh = kick
+    loop.server.start_socket()
+    loop.reload(read={"mode": "socket"})
+    rewrite(loop, {"repositories": REPOS, **gh.config()})
+    baseline(loop)  # else the connect-time catch-up would baseline at the clock, past the fake's old ts
+    stop = threading.Event()
+    thread = threading.Thread(target=channels.listen, args=(loop.config, loop.channel(), stop.is_set), daemon=True)
+    thread.start()
+    try:
+        socket = loop.server.socket
+        assert socket is not None
+        wait_for(lambda: socket.clients, timeout=10)
+        ts = loop.slack.add_message(CHANNEL, user=DANA, text="slim-gym: pushed")
+        event = {"type": "message", "channel": CHANNEL, "user": DANA, "text": "slim-gym: pushed", "ts": ts}
+        assert socket.wait_acked(socket.send_event(event))
+        wait_for(lambda: loop.events("channel.created"), timeout=10)
+        assert [v.title for k, v in gh.items.items() if k[0] == "octo/slim-gym"] == ["pushed"]  # once, either way
+    finally:
+        stop.set()
+        thread.join(10)
