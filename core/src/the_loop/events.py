@@ -193,6 +193,8 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("channel.handler_failed", "handling one pushed message raised; the listener carries on"),
     _t("channel.claim_failed", "a reply could not be claimed (inbox or cursor write): not acknowledged"),
     _t("channel.reply_received", "an authorized reply was claimed into the inbox (kind, channel, thread, message)"),
+    _t("channel.created", "a kickoff message opened a new work item, bound to its thread (repository, outcome)"),
+    _t("channel.create_failed", "a kickoff could not open its work item: dropped create-failed"),
     _t("channel.dropped", "a channel message was not taken as input; reason says why (unauthorized-actor, …)"),
     _t("channel.mirrored", "a reply was recorded on the ticket (kind: work-item.reply marked, control.command)"),
     _t("channel.mirror_failed", "recording a reply on the ticket failed"),

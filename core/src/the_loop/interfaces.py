@@ -9,7 +9,7 @@ or any client library, so the CLI can build ``--help`` from declarations alone.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -239,6 +239,10 @@ class TicketProvider(abc.ABC):
         may raise. Trackers without reactions do nothing."""
         return None
 
+    def create_issue(self, repository: str, title: str, body: str, labels: Sequence[str]) -> WorkItemRef:
+        """Open a new work item in declared ``repository`` (a Slack kickoff); raise when the tracker cannot."""
+        raise NotImplementedError(f"{type(self).__name__} cannot create work items")
+
     @abc.abstractmethod
     def is_self_authored(self, text: str) -> bool:
         """True when ``text`` carries the-loop's self marker."""
@@ -383,6 +387,18 @@ class ReadingChannel(Channel):
 
     def tell(self, message: InboundMessage, text: str) -> None:
         """Answer the writer of ``message`` privately (Slack: an ephemeral message); best-effort, may raise."""
+        return None
+
+    def kickoff(self) -> Mapping[str, Any]:
+        """{} when kickoff is off, else ``conversation`` (its id), ``repo`` (fallback) and ``labels``."""
+        return {}
+
+    def read_top_level(self, conversation: str, after: str) -> list[InboundMessage]:
+        """Top-level messages newer than ``after``, oldest first ("" = the newest one only: a baseline)."""
+        return []
+
+    def reply(self, message: InboundMessage, text: str) -> None:
+        """Answer in ``message``'s thread, for everyone; may raise."""
         return None
 
 

@@ -14,7 +14,8 @@ Usage::
         assert gh.calls("POST")[0].path == "/repos/octo/repo/issues/15/comments"
 
 Routes: ``GET /repos/{o}/{r}``, ``GET /repos/{o}/{r}/issues/{n}``, ``GET /repos/{o}/{r}/pulls/{n}``,
-``GET|POST /repos/{o}/{r}/issues/{n}/comments``, ``GET /repos/{o}/{r}/issues/{n}/labels``,
+``POST /repos/{o}/{r}/issues``, ``GET|POST /repos/{o}/{r}/issues/{n}/comments``,
+``GET /repos/{o}/{r}/issues/{n}/labels``,
 ``GET /repos/{o}/{r}/issues/comments/{id}``, ``GET /repos/{o}/{r}/pulls/comments/{id}``, ``POST`` reactions on
 ``issues/comments/{id}``, ``pulls/comments/{id}`` and ``issues/{n}``, ``GET /rate_limit``, and ``POST /graphql``
 (a pull request's ``closingIssuesReferences`` only, set with :meth:`FakeGitHub.closes`); for ``init`` and ``doctor``,
@@ -463,6 +464,17 @@ class FakeGitHub:
             if not m[3] and method == "GET":
                 return 200, comment
             return 404, {"message": "Not Found"}
+        if rest == "/issues" and method == "POST":  # a new issue: the next free number, its labels as given
+            title = body.get("title") if isinstance(body, dict) else None
+            if not isinstance(title, str) or not title:
+                return 422, {"message": "Validation Failed"}
+            number = 1 + max((n for (k, n) in self.items if k == key), default=0)
+            item = Item(
+                number, title, "open", list(body.get("labels") or []), False, False, str(body.get("body") or "")
+            )
+            item.author, item.updated_at = login or "?", self.stamp()
+            self.items[(key, number)] = item
+            return 201, self._item_json(full_name, item)
         if m := re.fullmatch(r"/(issues|pulls)/(\d+)(/comments|/labels|/reactions)?", rest):
             item = self.items.get((key, int(m[2])))
             if item is None or (m[1] == "pulls" and not item.pull_request):

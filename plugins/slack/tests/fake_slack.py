@@ -158,6 +158,22 @@ class FakeSlack:
             },
         )
 
+    def api_conversations_history(self, params: dict[str, Any], token: str) -> Any:
+        """Top-level messages (and thread roots) newest first, strictly after ``oldest``, paged by ``cursor``."""
+        channel = str(params.get("channel"))
+        oldest = float(params.get("oldest") or 0)
+        found = [
+            m
+            for m in reversed(self.channels.get(channel, []))
+            if (not m.get("thread_ts") or m.get("thread_ts") == m["ts"]) and float(m["ts"]) > oldest
+        ]
+        start = int(params.get("cursor") or 0)
+        size = min(int(params.get("limit") or 100), self.page_size)
+        more = start + size < len(found)
+        cursor = str(start + size) if more else ""
+        data = {"ok": True, "messages": found[start : start + size], "has_more": more}
+        return 200, {}, {**data, "response_metadata": {"next_cursor": cursor}}
+
     def api_conversations_info(self, params: dict[str, Any], token: str) -> Any:
         return 200, {}, {"ok": True, "channel": {"id": params.get("channel")}}
 

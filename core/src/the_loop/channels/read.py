@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
+from the_loop.channels import kickoff
 from the_loop.channels.conversations import (
     COMMAND_KIND,
     PROCESSED_SUBTYPES,
@@ -20,6 +21,7 @@ from the_loop.channels.conversations import (
     label,
     state_path,
 )
+from the_loop.channels.inbound import _number, acknowledge, drop, newer
 from the_loop.channels.ticket import _HTML_COMMENT, envelope
 from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import parse_ref
@@ -28,21 +30,6 @@ from the_loop.state import StateError, atomic_write_json, locked
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.models import InboundEvent
-
-
-def _number(ts: str) -> float | None:
-    try:
-        return float(ts)
-    except ValueError:
-        return None
-
-
-def newer(ts: str, cursor: str) -> bool:
-    """Whether message id ``ts`` comes after ``cursor`` (numerically when both are numbers: Slack ``ts``)."""
-    if not cursor:
-        return True
-    a, b = _number(ts), _number(cursor)
-    return a > b if a is not None and b is not None else ts > cursor
 
 
 def cursor(config: LoadedConfig, name: str, ref: str, thread: str) -> str:
@@ -93,21 +80,6 @@ _MENTION = re.compile(r"<@[UW][A-Z0-9_-]{1,20}(?:\|[^>]*)?>")
 def without_bot(text: str, bot: str) -> str:
     """``text`` with the bot's own ``<@id>`` mentions taken out (someone else's mention stays)."""
     return re.sub(rf"<@{re.escape(bot)}(?:\|[^>]*)?>", "", text).strip() if bot else text
-
-
-def _drop(channel: ReadingChannel, message: InboundMessage, reason: str, ref: str = "", level: str = "info") -> str:
-    events.emit(
-        "channel.dropped",
-        level=level,
-        channel=channel.name,
-        reason=reason,
-        work_item=ref or None,
-        channel_id=message.channel_id,
-        thread=message.thread_id,
-        message=message.message_id,
-        author=message.author_id if reason != "self-authored" else None,
-    )
-    return reason
 
 
 def dedupe_key(name: str, message: InboundMessage) -> str:
@@ -176,7 +148,7 @@ def accept(
     acknowledge the platform's delivery at once (Slack wants it within 3 s)."""
     run = later or (lambda work: work())
     if message.subtype not in PROCESSED_SUBTYPES:  # edits, deletes, joins: never new input
-        return _drop(channel, message, "unsupported-subtype", level="debug")
+        return drop(channel, message, "unsupported-subtype", level="debug")
     top_level = message.message_id == message.thread_id
     if bound is None and not top_level:
         bound = find_ref(config, channel.name, message.channel_id, message.thread_id)
@@ -185,12 +157,14 @@ def accept(
     if bound is None:  # a bound thread wins over the room it is in (issue-375)
         room = room_of(config, channel.name, message.channel_id)
         key = f"channel:{message.channel_id}"
-    if bound is None and room is None:  # a top-level message outside a room: kickoff is later
-        return _drop(channel, message, "unmapped", level="debug")
+    if bound is None and room is None:
+        if top_level and kickoff.is_central(channel, message):  # a kickoff in the central conversation
+            return kickoff.accept(config, channel, message, channel.bot_identity() if bot_id is None else bot_id, later)
+        return drop(channel, message, "unmapped", level="debug")
     ref, conversation = bound or room  # type: ignore[misc]
     bot = channel.bot_identity() if bot_id is None else bot_id
     if room is not None and room[1].get("listen") != "all" and not (bot and f"<@{bot}" in message.text):
-        return _drop(channel, message, "not-addressed", ref, level="debug")  # a mentions room hears only mentions
+        return drop(channel, message, "not-addressed", ref, level="debug")  # a mentions room hears only mentions
     reason, speaker, kind = "", "", ""
     if message.is_bot or (bot and message.author_id == bot):
         reason = "self-authored"  # before anyone's identity is read
@@ -222,11 +196,11 @@ def accept(
         events.emit("channel.claim_failed", level="error", channel=channel.name, work_item=ref, error=str(exc))
         return "claim-failed"
     if claimed == "duplicate":
-        return _drop(channel, message, "duplicate", ref, level="debug")
+        return drop(channel, message, "duplicate", ref, level="debug")
     if claimed == "no-bot-id":
         run(lambda: _tell(channel, message, "the-loop could not read this message just now; please send it again."))
     if claimed != "accepted":
-        return _drop(channel, message, claimed, ref, level="warning" if claimed == "unauthorized-actor" else "info")
+        return drop(channel, message, claimed, ref, level="warning" if claimed == "unauthorized-actor" else "info")
     events.emit(
         "channel.reply_received",
         channel=channel.name,
@@ -241,7 +215,7 @@ def accept(
     )
 
     def after_claim() -> None:
-        acknowledge(config, channel, message, "received")
+        acknowledge(channel, message, "received")
         if kind == COMMAND_KIND:
             _relay_command(config, channel, message, ref, without_bot(message.text, bot))
 
@@ -254,20 +228,6 @@ def _tell(channel: ReadingChannel, message: InboundMessage, text: str) -> None:
         channel.tell(message, text)
     except Exception as exc:
         events.emit("channel.tell_failed", level="warning", channel=channel.name, error=f"{type(exc).__name__}")
-
-
-def acknowledge(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, state: str) -> None:
-    try:
-        channel.acknowledge(message, state)  # type: ignore[arg-type]
-    except Exception as exc:
-        events.emit(
-            "channel.reaction_failed",
-            level="warning",
-            channel=channel.name,
-            message=message.message_id,
-            state=state,
-            error=f"{type(exc).__name__}: {exc}",
-        )
 
 
 def read_cycle(config: LoadedConfig, channel: ReadingChannel) -> dict[str, int]:
@@ -301,7 +261,40 @@ def read_cycle(config: LoadedConfig, channel: ReadingChannel) -> dict[str, int]:
                 break  # a later claim would move the cursor past this one: the thread waits for the next cycle
             if outcome == "accepted":
                 counts["accepted"] += 1
+    _read_rooms(config, channel, bot, counts)
+    counts.update(kickoff.read(config, channel, bot))  # after the bound threads: the central conversation
     return counts
+
+
+def _read_rooms(config: LoadedConfig, channel: ReadingChannel, bot: str, counts: dict[str, int]) -> None:
+    """Poll every declared ``listen: all`` room (a ``mentions`` room hears only mentions, which a listener gets):
+    its top-level messages newer than the room's cursor. The first read only records where the room stands, so a
+    room's history never becomes input."""
+    from the_loop.control.grants import rooms
+
+    for ref, entry in rooms(config, channel.name):
+        if entry.get("listen") != "all":
+            continue
+        room, key = str(entry["target"]), f"channel:{entry['target']}"
+        after = cursor(config, channel.name, ref, key)
+        try:
+            messages = channel.read_top_level(room, after)
+        except Exception as exc:
+            events.emit(
+                "channel.read_failed", level="warning", channel=channel.name, work_item=ref, error=f"{exc}"[:500]
+            )
+            continue
+        counts["rooms"] = counts.get("rooms", 0) + 1
+        if not after:
+            newest = max((m.message_id for m in messages), key=lambda ts: _number(ts) or 0.0, default="")
+            if newest:
+                with locked(_lock(config, channel.name)):
+                    _advance(config, channel.name, ref, key, newest)
+            continue
+        for message in messages:
+            counts["messages"] += 1
+            if accept(config, channel, message, "poll", bot_id=bot) == "accepted":
+                counts["accepted"] += 1
 
 
 def listen(config: LoadedConfig, channel: ReadingChannel, should_stop: Callable[[], bool]) -> None:
@@ -358,10 +351,10 @@ def _relay_command(config: LoadedConfig, channel: ReadingChannel, message: Inbou
         provider.post_comment(item, body)
     except Exception as exc:
         events.emit("channel.mirror_failed", level="warning", channel=channel.name, work_item=ref, error=str(exc))
-        acknowledge(config, channel, message, "error")
+        acknowledge(channel, message, "error")
         return
     events.emit("channel.mirrored", channel=channel.name, work_item=ref, kind=COMMAND_KIND, message=message.message_id)
-    acknowledge(config, channel, message, "completed")
+    acknowledge(channel, message, "completed")
 
 
 def _every(

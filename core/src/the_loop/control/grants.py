@@ -169,6 +169,19 @@ def holder(config: LoadedConfig, channel_ref: str) -> list[str]:
     return found
 
 
+def rooms(config: LoadedConfig, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every room of type ``kind`` declared by exactly one open work item: (ref, declaration), one scan of the
+    records. A room two items claim is left out: a contested room attributes nothing."""
+    claims: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for record in config.store.list():
+        if record.get("ended"):
+            continue
+        for entry in (record.get("collaborationChannels") or {}).get("channels") or []:
+            if _valid(entry) and entry["type"] == kind:
+                claims.setdefault(str(entry["target"]), []).append((str(record.get("ref", "")), entry))
+    return [found[0] for found in claims.values() if len(found) == 1]
+
+
 def declare_channel(
     config: LoadedConfig, ref: WorkItemRef, args: ChannelArgs, *, by: str, source: str, note: str = ""
 ) -> str:

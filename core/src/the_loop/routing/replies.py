@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from the_loop import events
 from the_loop.channels.conversations import CONTENT_KINDS, REPLY_KIND, channel_named, installed
+from the_loop.channels.inbound import acknowledge
 from the_loop.channels.publish import publish
-from the_loop.channels.read import acknowledge
 from the_loop.channels.ticket import ENVELOPE, mirror_text
 from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import WorkItemRef
@@ -76,7 +76,7 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     if outcome.status == "dropped" and outcome.reason in ("no-session", "session-paused"):
         _drop_undeliverable(name, str(target), channel_id, ts, outcome.reason)
     if isinstance(channel, ReadingChannel):  # a reply came through a channel that reads: it shows the writer
-        acknowledge(config, channel, message, state)
+        acknowledge(channel, message, state)
     if outcome.status == "failed":  # at most once: a failed delivery is logged, never replayed
         return Outcome("failed", reason=outcome.reason, error=outcome.error, will_retry=False)
     return outcome

@@ -11,7 +11,7 @@ message built here (method, path, status, GitHub's one-line message), never PyGi
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -144,6 +144,16 @@ class GitHubTicketProvider(TicketProvider):
         with self._client(ref.host) as gh, self._calling("POST", path):
             comment = gh.get_repo(f"{ref.owner}/{ref.repo}").get_issue(ref.number).create_comment(body)
             return str(comment.id)
+
+    def create_issue(self, repository: str, title: str, body: str, labels: Sequence[str]) -> WorkItemRef:
+        ref = ref_from_repository(repository, 1)
+        if ref is None:
+            raise GitHubError(f"{repository!r} is not [host/]owner/repo")
+        path = f"/repos/{ref.owner}/{ref.repo}/issues"
+        with self._client(ref.host) as gh, self._calling("POST", path):
+            issue = gh.get_repo(f"{ref.owner}/{ref.repo}").create_issue(title=title, body=body, labels=list(labels))
+            number = int(issue.number)
+        return ref_from_repository(repository, number) or ref  # the same key parsed a moment ago
 
     def labels(self, ref: WorkItemRef) -> list[str]:
         ref = self._checked(ref)

@@ -339,6 +339,43 @@ class SlackChannel(ReadingChannel):
             self.client().chat_postEphemeral, channel=message.channel_id, user=message.author_id, text=text, **extra
         )
 
+    def kickoff(self) -> Mapping[str, Any]:
+        if not self.settings.channel.strip():
+            return {}
+        kick = self.settings.kickoff
+        return {"conversation": self.home(), "repo": kick.repo, "labels": list(kick.labels)}
+
+    def read_top_level(self, conversation: str, after: str) -> list[InboundMessage]:
+        """``conversations.history`` newer than ``after`` (every page; only the newest message for a baseline),
+        thread replies left out (they are read through their root's binding)."""
+        from the_loop.toolkit import channels
+
+        client = self.client()
+        found: list[InboundMessage] = []
+        cursor = ""
+        while True:
+            extra = {"oldest": after} if after else {}
+            page = self._call(
+                client.conversations_history,
+                channel=conversation,
+                limit=200 if after else 1,
+                cursor=cursor or None,
+                **extra,
+            )
+            for raw in page.get("messages") or []:
+                ts = str(raw.get("ts") or "")
+                top = not raw.get("thread_ts") or raw.get("thread_ts") == ts
+                if ts and top and channels.newer(ts, after):
+                    found.append(inbound(conversation, raw))
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
+            if not cursor or not after:
+                break
+        found.sort(key=lambda m: float(m.message_id) if _numeric(m.message_id) else 0.0)
+        return found
+
+    def reply(self, message: InboundMessage, text: str) -> None:
+        self._call(self.client().chat_postMessage, channel=message.channel_id, thread_ts=message.message_id, text=text)
+
     def listen(
         self,
         sink: Callable[[InboundMessage], str],

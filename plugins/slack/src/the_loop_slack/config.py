@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from the_loop.config.models import Section
 
@@ -71,6 +71,22 @@ class SlackReactions(Section):
     error: str = "warning"
 
 
+class SlackKickoff(Section):
+    repo: str = ""  # the fallback repository when a message names none; must be declared when any are
+    labels: list[str] = Field(default_factory=list)
+
+    @field_validator("repo")
+    @classmethod
+    def _declared(cls, value: str, info: ValidationInfo) -> str:
+        # A fallback outside the declared set would open issues where no one asked the-loop to work.
+        root = (info.context or {}).get("root") or {}
+        declared = root.get("repositories") if isinstance(root, dict) else None
+        known = {str(entry).lower() for entry in declared} if isinstance(declared, list) else set()
+        if value and known and value.lower() not in known:
+            raise ValueError(f"{value!r} is not one of the declared repositories")
+        return value
+
+
 class SlackSettings(Section):
     enabled: bool = False
     bot_token_env: str = Field("THE_LOOP_SLACK_BOT_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -93,6 +109,7 @@ class SlackSettings(Section):
     long_messages: Literal["digest", "truncate"] = "digest"
     read: SlackRead = SlackRead()
     reactions: SlackReactions = SlackReactions()
+    kickoff: SlackKickoff = SlackKickoff()
 
     @field_validator("subscribe")
     @classmethod
