@@ -307,8 +307,7 @@ class ChannelMessage:
 
 @dataclass(frozen=True)
 class InboundMessage:
-    """One message read from a conversation, in the platform's own ids. ``thread_id`` is the root's id (a bound
-    conversation) or the message's own for a top-level one; ``subtype`` is empty for a plain message."""
+    """A message read from a conversation, platform ids: ``thread_id`` the root's (or its own); ``files``: metadata."""
 
     channel_id: str
     thread_id: str
@@ -317,6 +316,7 @@ class InboundMessage:
     text: str
     is_bot: bool = False
     subtype: str = ""
+    files: tuple[Mapping[str, Any], ...] = ()
 
 
 class Channel(abc.ABC):

@@ -141,6 +141,13 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "re-measured in seconds",
     ),
     GeneratedPath(
+        "local/attachments/<slug>/",
+        False,
+        "files people attached to a forwarded Slack reply, saved as <file id>-<name>: opaque bytes, never opened "
+        "and never removed by the-loop (issue-416)",
+        "a copy for this box's session to read; the path only means something to the pane it was pasted into",
+    ),
+    GeneratedPath(
         "logs/events.jsonl",
         False,
         "the decision trail: one JSON object per decision, drops with a machine-readable reason",
