@@ -221,3 +221,15 @@ def test_the_channel_refuses_an_off_host_url_without_reading_the_token(
 def test_server_fixture_serves_files(fake_slack: Server) -> None:
     entry = fake_slack.add_file("F0SERVE1", "a.txt", b"abc")
     assert httpx.get(entry["url_private"], headers={"Authorization": f"Bearer {BOT_TOKEN}"}).content == b"abc"
+
+
+def test_cleanup_keeps_the_saved_files(loop: Loop) -> None:
+    from the_loop.sessions.operations import cleanup
+
+    harness = loop.spawn()
+    reply_with(loop, [loop.server.add_file("F0KEEP01", "keep.png", b"png", "image/png")])
+    loop.poll()
+    loop.route()
+    harness.wait_for_submitted(2)
+    cleanup(loop.config, parse_ref(REF), source="cli", actor="test", comment=False)
+    assert (folder(loop) / "F0KEEP01-keep.png").read_bytes() == b"png"
