@@ -198,6 +198,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("channel.dropped", "a channel message was not taken as input; reason says why (unauthorized-actor, …)"),
     _t("channel.mirrored", "a reply was recorded on the ticket (kind: work-item.reply marked, control.command)"),
     _t("channel.mirror_failed", "recording a reply on the ticket failed"),
+    _t("channel.attachments", "files on a delivered reply were fetched or refused (count, fetched, refused)"),
     _t("channel.reaction_failed", "acknowledging a message with a reaction failed; nothing else changes"),
     _t("channel.tell_failed", "a private answer to a message's writer (Slack: ephemeral) could not be sent"),
     _t("workspace.trusted", "the harness's own config was prepared for the spawn directory"),

@@ -280,7 +280,8 @@ class ChannelMessage:
 @dataclass(frozen=True)
 class InboundMessage:
     """One message read from a conversation, in the platform's own ids. ``thread_id`` is the root's id (a bound
-    conversation) or the message's own for a top-level one; ``subtype`` is empty for a plain message."""
+    conversation) or the message's own for a top-level one; ``subtype`` is empty for a plain message; ``files`` is
+    the metadata (id, name, size, url, mimetype, permalink) of files attached to it, never their content."""
 
     channel_id: str
     thread_id: str
@@ -289,6 +290,7 @@ class InboundMessage:
     text: str
     is_bot: bool = False
     subtype: str = ""
+    files: tuple[Mapping[str, Any], ...] = ()
 
 
 class Channel(abc.ABC):

@@ -91,6 +91,8 @@ class InboundEvent(BaseModel):
     conclusion: str = ""
     url: str = ""
     excerpt: dict[str, Any] = Field(default_factory=dict)
+    # Files on a channel reply, metadata only (id, name, size, url, mimetype): fetched at delivery (issue-416).
+    attachments: tuple[dict[str, Any], ...] = ()
     ack: dict[str, str] = Field(default_factory=dict)
     shared_dedupe: bool = False  # seen by two ingresses: a control command is claimed once (control_claims)
     received_at: str = ""

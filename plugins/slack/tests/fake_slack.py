@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, unquote, urlparse
 
 BOT_USER = "UBOT0001"
 
@@ -50,6 +50,9 @@ class FakeSlack:
     delays: dict[str, float] = field(default_factory=dict)  # method -> seconds to wait before answering
     socket_url: str = ""
     scopes: str = "chat:write,channels:history,groups:history,im:history,mpim:history,reactions:write,app_mentions:read"
+    files: dict[str, bytes] = field(default_factory=dict)  # path under /files/ -> bytes served (bearer required)
+    redirects: dict[str, str] = field(default_factory=dict)  # path under /files/ -> Location answered with a 302
+    downloads: list[Call] = field(default_factory=list)  # every GET under /files/ (path as method, bearer token)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ts: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -84,6 +87,17 @@ class FakeSlack:
                 message["thread_ts"] = thread_ts
             self.channels.setdefault(channel, []).append(message)
             return ts
+
+    def download(self, path: str, token: str) -> tuple[int, dict[str, str], bytes]:
+        """A file download (``url_private``): the bytes with a bot token, a redirect when scripted, else 404."""
+        with self.lock:
+            self.downloads.append(Call(path, token, {}))
+            if path in self.redirects:
+                return 302, {"Location": self.redirects[path]}, b""
+            if not token.startswith("xoxb-"):
+                return 403, {}, b"not authed"
+            data = self.files.get(path)
+            return (404, {}, b"") if data is None else (200, {"Content-Type": "application/octet-stream"}, data)
 
     def posts(self, method: str = "chat.postMessage") -> list[Call]:
         return [call for call in self.calls if call.method == method]
@@ -199,6 +213,16 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self) -> None:
             url = urlparse(self.path)
+            if url.path.startswith("/files/"):
+                auth = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+                status, headers, raw = fake.download(unquote(url.path), auth)
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(raw)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(raw)
+                return
             method = url.path.rsplit("/", 1)[-1]
             params: dict[str, Any] = {k: v[-1] for k, v in parse_qs(url.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
@@ -240,6 +264,24 @@ class Server:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.http.server_address[1]}/api/"
+
+    def add_file(self, file_id: str, name: str, data: bytes, mimetype: str = "application/octet-stream") -> dict:
+        """A file someone uploaded, served at ``/files/<id>/<name>``; its ``files[]`` entry on a message."""
+        path = f"/files/{file_id}/{name.replace('/', '_')}"
+        self.fake.files[path] = data
+        return {
+            "id": file_id,
+            "name": name,
+            "size": len(data),
+            "mimetype": mimetype,
+            "url_private": f"{self.origin}{quote(path)}",
+            "url_private_download": f"{self.origin}{quote(path)}?download=1",
+            "permalink": f"https://example.slack.com/files/{file_id}",
+        }
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.http.server_address[1]}"
 
     def start_socket(self) -> SocketServer:
         self.socket = SocketServer()

@@ -106,6 +106,7 @@ def _inbound(
         work_items=(ref,),
         url=permalink,
         excerpt={"from": f"{channel.name}:{message.author_id}", "workItem": ref, "text": text},
+        attachments=tuple(dict(file) for file in message.files),
         received_at=events.timestamp(),
     )
 

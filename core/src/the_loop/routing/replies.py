@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from the_loop import events
+from the_loop.channels import attachments
 from the_loop.channels.conversations import CONTENT_KINDS, REPLY_KIND, channel_named, installed
 from the_loop.channels.inbound import acknowledge
 from the_loop.channels.publish import publish
@@ -67,11 +68,18 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     try:
         if provider is None:
             raise ChannelError(f"no ticket provider for {target.provider}:")
-        provider.post_comment(target, provider.mark(mirror_text(config, name, event.body or "", author)))
+        record = mirror_text(config, name, event.body or "", author) + attachments.mirror_names(event.attachments)
+        provider.post_comment(target, provider.mark(record))
         events.emit("channel.mirrored", channel=name, work_item=str(target), kind=REPLY_KIND, message=ts)
     except Exception as exc:  # the ticket record failed: logged, the reply is still delivered
         events.emit("channel.mirror_failed", level="warning", channel=name, work_item=str(target), error=str(exc))
-    outcome = router.dispatcher.dispatch(router.work_event(event, target, spawn=False))
+    work = router.work_event(event, target, spawn=False)
+    # Every refusal is behind us (authorized, claimed, not held at a prompt): a reply going into a session has its
+    # files fetched now, never earlier.
+    if event.attachments and router.registry.load(str(target)) is not None:
+        frame = attachments.pane_frame(attachments.fetch_all(config, channel, target, event.attachments))
+        work = work.model_copy(update={"text": work.text + "\n" + frame})
+    outcome = router.dispatcher.dispatch(work)
     state = "completed" if outcome.ok else "error"
     if outcome.status == "dropped" and outcome.reason in ("no-session", "session-paused"):
         _drop_undeliverable(name, str(target), channel_id, ts, outcome.reason)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from the_loop.interfaces import ChannelError, ChannelMessage, InboundMessage, ReadingChannel
 
 if TYPE_CHECKING:
+    import httpx
     from slack_sdk import WebClient
 
     from the_loop.config import LoadedConfig
@@ -98,6 +99,7 @@ class SlackChannel(ReadingChannel):
         super().__init__(config)
         self.settings = settings_of(config)
         self._bot_id: str | None = None
+        self.transport: httpx.BaseTransport | None = None  # a test seam for attachment fetches (issue-416)
 
     # ------------------------------------------------------------------------------------------ settings
 
@@ -149,6 +151,14 @@ class SlackChannel(ReadingChannel):
             timeout=TIMEOUT,
             logger=guarded_logger("the_loop_slack.web"),
         )
+
+    def fetch_attachment(self, url: str, limit: int) -> bytes:
+        """A file on a message, with the bot token, only from Slack's hosts or ``apiBaseUrl``'s (issue-416)."""
+        from the_loop_slack.files import allowed, fetch
+
+        if not allowed(url, self.settings.api_base_url):  # refused before the token is even read
+            raise ChannelError("attachment host not allowed")
+        return fetch(url, self.token(), limit, self.settings.api_base_url, self.transport)
 
     def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
         """One Web API call; a refusal becomes :class:`ChannelError` (a 429 carrying its ``Retry-After``)."""
@@ -437,4 +447,18 @@ def inbound(channel: str, raw: Mapping[str, Any], thread: str = "") -> InboundMe
         text=str(raw.get("text") or ""),
         is_bot=bool(raw.get("bot_id")) or subtype == "bot_message",
         subtype=subtype,
+        files=tuple(_file(file) for file in raw.get("files") or () if isinstance(file, Mapping)),
     )
+
+
+def _file(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A file's metadata only (never its content): what core needs to fetch, save and name it."""
+    size = raw.get("size")
+    return {
+        "id": str(raw.get("id") or ""),
+        "name": str(raw.get("name") or raw.get("title") or "file"),
+        "size": size if isinstance(size, int) else None,
+        "url": str(raw.get("url_private_download") or raw.get("url_private") or ""),
+        "mimetype": str(raw.get("mimetype") or ""),
+        "permalink": str(raw.get("permalink") or ""),
+    }

@@ -1,0 +1,178 @@
+"""Files attached to a channel reply (issue-416): fetched only once the reply is being delivered into a live
+session — after every refusal — saved as opaque bytes under ``local/attachments/<slug>/`` and named to the pane.
+
+Core decides when and where; the channel's :meth:`AttachmentFetcher.fetch_attachment` knows the hosts and the
+token. Nothing here opens a saved file or removes one: the directory is the session's to read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from the_loop import events
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.refs import WorkItemRef
+
+MAX_FILES = 10  # per message; the rest are named, not fetched
+MAX_BYTES = 25 * 1024 * 1024  # per file: declared size checked, body read to cap+1
+NAME_LIMIT = 120
+_FILE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._ +()=,@-]")
+
+
+class AttachmentRefused(Exception):
+    """A file the channel will not fetch (host, scheme, size, redirects): the reason, never a token."""
+
+
+@runtime_checkable
+class AttachmentFetcher(Protocol):
+    """A channel that can fetch a file it reported on a message."""
+
+    def fetch_attachment(self, url: str, limit: int) -> bytes:
+        """The file's bytes, at most ``limit``; raise :class:`AttachmentRefused` (or any error) to refuse."""
+        ...
+
+
+@dataclass
+class Saved:
+    """What became of one message's files: saved paths (with kinds), names not fetched, refusals."""
+
+    saved: list[tuple[str, Path]] = field(default_factory=list)  # (mimetype, path)
+    named: list[str] = field(default_factory=list)  # over the per-message cap: named only
+    refused: list[str] = field(default_factory=list)  # names of files refused or failed
+    names: list[str] = field(default_factory=list)  # every file's name, for the ticket mirror
+
+
+def safe_name(name: str) -> str:
+    """``name`` as one path component that cannot leave its directory: no separators, ``..``, NUL, control
+    characters or leading dots; length capped. Never empty."""
+    text = unicodedata.normalize("NFKC", name)
+    text = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")  # NUL and every control char
+    text = _UNSAFE.sub("_", text.replace("/", "_").replace("\\", "_"))
+    text = re.sub(r"\.{2,}", ".", text).strip(" .")
+    text = text.lstrip(".-")
+    if len(text) > NAME_LIMIT:  # keep the extension, which is what a reader recognises a kind by
+        stem, dot, ext = text.rpartition(".")
+        text = (stem[: NAME_LIMIT - len(ext) - 1] + "." + ext) if dot and len(ext) <= 16 else text[:NAME_LIMIT]
+    return text or "file"
+
+
+def directory(config: LoadedConfig, target: WorkItemRef) -> Path:
+    """``<state.root>/local/attachments/<slug>/`` for the work item."""
+    from the_loop.state.slugs import slug_of
+
+    return config.state.root / "local" / "attachments" / slug_of(config.state, target)
+
+
+def _save(path: Path, data: bytes) -> None:
+    """Atomic: a temp file in the same directory, then ``os.replace``; a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _existing(folder: Path, file_id: str) -> Path | None:
+    """A file already saved under this id (by id: a renamed upload is still the same file)."""
+    if not folder.is_dir():
+        return None
+    return next((p for p in sorted(folder.glob(f"{file_id}-*")) if p.is_file()), None)
+
+
+def fetch_all(
+    config: LoadedConfig, channel: object, target: WorkItemRef, files: tuple[Mapping[str, Any], ...]
+) -> Saved:
+    """Fetch and save a delivered message's files; emits ``channel.attachments`` (counts only)."""
+    result = Saved()
+    if not files:
+        return result
+    folder = directory(config, target)
+    for index, file in enumerate(files):
+        name = str(file.get("name") or "file")
+        result.names.append(name)
+        if index >= MAX_FILES:
+            result.named.append(name)
+            continue
+        path = _fetch_one(folder, channel, file)
+        if path is None:
+            result.refused.append(name)
+        else:
+            result.saved.append((str(file.get("mimetype") or "application/octet-stream"), path))
+    events.emit(
+        "channel.attachments",
+        channel=getattr(channel, "name", ""),
+        work_item=str(target),
+        count=len(files),
+        fetched=len(result.saved),
+        refused=len(result.refused),
+        named=len(result.named),
+    )
+    return result
+
+
+def _fetch_one(folder: Path, channel: object, file: Mapping[str, Any]) -> Path | None:
+    file_id = str(file.get("id") or "")
+    url = str(file.get("url") or "")
+    if not _FILE_ID.match(file_id) or not url or not isinstance(channel, AttachmentFetcher):
+        return None
+    found = _existing(folder, file_id)
+    if found is not None:
+        return found
+    declared = file.get("size")
+    if isinstance(declared, int) and declared > MAX_BYTES:
+        return None
+    try:
+        data = channel.fetch_attachment(url, MAX_BYTES)
+    except Exception:  # refused or failed: the reason never carries the token; the file stays named only
+        return None
+    if len(data) > MAX_BYTES:
+        return None
+    path = folder / f"{file_id}-{safe_name(str(file.get('name') or 'file'))}"
+    if path.parent != folder:  # belt and braces: safe_name already keeps it one component
+        return None
+    try:
+        _save(path, data)
+    except OSError:
+        return None
+    return path
+
+
+def pane_frame(saved: Saved) -> str:
+    """The block appended to the reply in the pane: kinds and paths, labelled untrusted."""
+    if not (saved.saved or saved.named or saved.refused):
+        return ""
+    lines = ["", "Attached files (untrusted, saved by the-loop, not opened):"]
+    lines += [f"- {kind} {path}" for kind, path in saved.saved]
+    lines += [f"- not fetched (more than {MAX_FILES} files): {safe_name(name)}" for name in saved.named]
+    lines += [f"- not fetched (refused): {safe_name(name)}" for name in saved.refused]
+    return "\n".join(lines)
+
+
+def mirror_names(files: tuple[Mapping[str, Any], ...]) -> str:
+    """The names (with permalinks when known) the ticket mirror gets."""
+    if not files:
+        return ""
+    lines = ["", "Attached files:"]
+    for file in files:
+        name = safe_name(str(file.get("name") or "file"))
+        link = str(file.get("permalink") or "")
+        lines.append(f"- {name} ({link})" if link.startswith("https://") else f"- {name}")
+    return "\n".join(lines)
