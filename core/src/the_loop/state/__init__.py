@@ -135,7 +135,7 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "local/standing/<name>.json",
         False,
-        "one record per standing session: harness, conversation id, cwd, tmux target, status (running|stopped), "
+        "one record per standing session: harness, conversation id, cwd, tmux target, status (running or stopped), "
         "start and last-message stamps, Slack binding and the definition it was started with",
         "a process on this machine and the conversation it holds; routed events never read it",
     ),
