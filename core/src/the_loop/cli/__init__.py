@@ -90,6 +90,14 @@ CORE_COMMANDS: dict[str, Any] = {
             "Release a finished work item's tmux sessions, checkout and local record.",
         ),
     },
+    "standing": {
+        "_help": "Standing sessions: named harness sessions no work item owns (list, start, stop, say, attach).",
+        "list": ("the_loop.cli.standing.list:list_standing", "List declared and created standing sessions."),
+        "start": ("the_loop.cli.standing.start:start", "Start a standing session (or all), resuming its conversation."),
+        "stop": ("the_loop.cli.standing.stop:stop", "Stop a standing session (or all recorded), keeping its record."),
+        "say": ("the_loop.cli.standing.say:say", "Paste text into a running standing session."),
+        "attach": ("the_loop.cli.standing.attach:attach", "Attach this terminal to a standing session's tmux session."),
+    },
     "models": {
         "_help": "Which declared models and effort levels this machine's harnesses accept.",
         "list": (

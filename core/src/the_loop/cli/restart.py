@@ -7,7 +7,7 @@ import sys
 import click
 
 from the_loop import __version__
-from the_loop.cli.start import chosen_services, show
+from the_loop.cli.start import chosen_services, show, standing_lifecycle
 
 
 @click.command()
@@ -19,4 +19,8 @@ def restart(ctx: click.Context, names: tuple[str, ...]) -> None:
 
     click.echo(f"the-loop {__version__}")
     config, specs = chosen_services(ctx, names)
-    sys.exit(0 if services.restart_services(config, specs, show) else 1)
+    if names:
+        sys.exit(0 if services.restart_services(config, specs, show) else 1)
+    stopped = standing_lifecycle(config, "stop")  # stop then start: the same conversation is resumed
+    ok = services.restart_services(config, specs, show)
+    sys.exit(0 if standing_lifecycle(config, "start") and ok and stopped else 1)

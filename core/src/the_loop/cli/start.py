@@ -63,4 +63,17 @@ def start(ctx: click.Context, names: tuple[str, ...], foreground: bool) -> None:
     for row in services.start_services(config, specs):
         show(row)
         rows.append(row)
-    sys.exit(0 if services.start_ok(rows) else 1)
+    standing_ok = True if names else standing_lifecycle(config, "start")
+    sys.exit(0 if services.start_ok(rows) and standing_ok else 1)
+
+
+def standing_lifecycle(config: LoadedConfig, action: str) -> bool:
+    """After the services: start the autoStart standing sessions, or stop every recorded one; a line each."""
+    from the_loop.standing.control import start_auto, stop_recorded
+
+    rows = start_auto(config) if action == "start" else stop_recorded(config)
+    good = ("started", "resumed", "already-running") if action == "start" else ("stopped", "not-running")
+    for row in rows:
+        detail = f" ({row['detail']})" if row.get("detail") else ""
+        click.echo(f"standing {row['name']}: {row['outcome']}{detail}")
+    return all(row["outcome"] in good for row in rows)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from the_loop.cli.start import chosen_services, show
+from the_loop.cli.start import chosen_services, show, standing_lifecycle
 
 
 @click.command()
@@ -19,9 +19,11 @@ def stop(ctx: click.Context, names: tuple[str, ...]) -> None:
     $THE_LOOP_STOP_TIMEOUT); deletes stale pidfiles. Exit 0 iff every service is stopped or was not running."""
     from the_loop.daemon import services
 
-    _config, specs = chosen_services(ctx, names)
+    config, specs = chosen_services(ctx, names)
     rows = []
     for row in services.stop_services(specs):
         show(row)
         rows.append(row)
-    sys.exit(0 if services.stop_ok(rows) else 1)
+    # A standing session's record keeps its conversation: the next start resumes it.
+    standing_ok = True if names else standing_lifecycle(config, "stop")
+    sys.exit(0 if services.stop_ok(rows) and standing_ok else 1)

@@ -386,6 +386,64 @@ class FleetSection(Section):
         return bool(self.nats.servers)
 
 
+# A standing session's name guards tmux and file interpolation: never a leading '-', no '/', no '#'.
+STANDING_NAME = r"^[a-z0-9][a-z0-9-]{0,39}$"
+
+
+class StandingSlack(Section):
+    enabled: bool = False
+    channel: str = ""
+
+
+class StandingSessionEntry(Section):
+    """One declared standing session (issue-277): a named harness in tmux owned by no work item."""
+
+    name: str
+    description: str = ""
+    # None = inherit (routing.defaultHarness, the launch-args resolver, routing.spawnWorkdir).
+    # Any installed harness adapter's name (claude, codex, ...): checked when the session starts.
+    harness: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    harness_args: list[str] | None = None
+    cwd: str | None = None
+    prompt: str = ""
+    prompt_file: str = ""
+    auto_start: bool = True
+    slack: StandingSlack = StandingSlack()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        import re
+
+        if not re.match(STANDING_NAME, value):
+            raise ValueError(f"{value!r} is not a standing-session name ({STANDING_NAME})")
+        return value
+
+    @field_validator("prompt_file")
+    @classmethod
+    def _one_prompt(cls, value: str, info: ValidationInfo) -> str:
+        if value and info.data.get("prompt"):
+            raise ValueError("prompt and promptFile are exclusive: give one")
+        return value
+
+
+class StandingSessionsSection(Section):
+    enabled: bool = False
+    sessions: list[StandingSessionEntry] = Field(default_factory=list)
+
+    @field_validator("sessions")
+    @classmethod
+    def _unique(cls, value: list[StandingSessionEntry]) -> list[StandingSessionEntry]:
+        seen: dict[str, int] = {}
+        for index, entry in enumerate(value):
+            if entry.name in seen:
+                raise ValueError(
+                    f"{entry.name!r} is declared twice (sessions[{seen[entry.name]}] and sessions[{index}])"
+                )
+            seen[entry.name] = index
+        return value
+
+
 class CoreConfig(Section):
     """The core sections of ``cli-config.yaml``. Plugin sections are validated by their own models."""
 
@@ -399,6 +457,7 @@ class CoreConfig(Section):
     routing: RoutingSection = RoutingSection()
     instance: InstanceSection = InstanceSection()
     fleet: FleetSection = FleetSection()
+    standing_sessions: StandingSessionsSection = StandingSessionsSection()
     hooks: list[HookEntry] = Field(default_factory=list)
     # Provider-named models and effort levels a work item may choose (issue-358), with no harness attached: each
     # harness adapter maps a name to its own arguments, and `the-loop models check` measures which it accepts.

@@ -109,6 +109,13 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "clock readings of a poller on this machine; elsewhere they would date a process that is not there",
     ),
     GeneratedPath(
+        "local/standing/<name>.json",
+        False,
+        "one record per standing session: harness, conversation id, cwd, tmux target, status (running or stopped), "
+        "start and last-message stamps, Slack binding and the definition it was started with",
+        "a process on this machine and the conversation it holds; routed events never read it",
+    ),
+    GeneratedPath(
         "local/model-verdicts.json",
         False,
         "per harness, model or effort name: whether this machine's harness accepts it (ok, refused, unknown), the "

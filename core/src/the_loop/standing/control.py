@@ -1,0 +1,223 @@
+"""Start, stop and talk to standing sessions: tmux probed first, the harness spawned through the work items'
+launcher (same adapters, readiness and resume checks), the record written atomically after each step."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from the_loop import events
+from the_loop.standing import Definition, load_record, now, resolve, save_record
+
+if TYPE_CHECKING:
+    from the_loop.config import LoadedConfig
+    from the_loop.sessions.tmux import TmuxRunner
+
+SEPARATOR = "\n\n---- operator's brief ----\n\n"
+
+
+def directive(name: str, slack_thread: bool = False) -> str:
+    """The fixed, non-configurable head of every standing session's boot prompt."""
+    where = [f"`the-loop standing say --text ... {name}` (or the API)", f"`tmux attach -t loop-standing-{name}`"]
+    if slack_thread:
+        where.append("its bound Slack thread")
+    return (
+        f"You are the standing session {name!r} of the-loop. You own no ticket, spec chain or pull request. "
+        "Never answer phase gates, approve phases or post control keywords. Open no pull requests and push nothing "
+        "unless your operator asks; reading is fine. Anything you post carries the-loop's self-marker. "
+        f"Your operator speaks to you through: {', '.join(where)}."
+    )
+
+
+def boot_prompt(definition: Definition) -> str:
+    """Directive, separator, then the operator's brief (appended, never substituted). Raises OSError for an
+    unreadable ``promptFile``."""
+    brief = definition.prompt
+    if definition.prompt_file:
+        brief = Path(definition.prompt_file).expanduser().read_text(encoding="utf-8")
+    return directive(definition.name, definition.slack_enabled) + SEPARATOR + brief
+
+
+def _row(name: str, outcome: str, detail: str = "") -> dict[str, Any]:
+    return {"name": name, "outcome": outcome, "detail": detail}
+
+
+def _failed(definition: Definition, detail: str) -> dict[str, Any]:
+    events.emit(
+        "standing.spawn_failed", level="error", standing=definition.name, tmux_target=definition.target, error=detail
+    )
+    return _row(definition.name, "failed", detail)
+
+
+def start(config: LoadedConfig, runner: TmuxRunner, definition: Definition) -> dict[str, Any]:
+    """Bring ``definition`` up (probe first; resume the recorded conversation when it can). One result row."""
+    from the_loop.sessions.harness import adapter_for
+    from the_loop.sessions.launch import Launcher, NotStarted
+    from the_loop.state.registry import SessionRegistry
+
+    name, target = definition.name, definition.target
+    record = load_record(config, name)
+    state = runner.probe(target)
+    if state == "unknown":
+        return _failed(definition, f"tmux did not answer for {target}; nothing spawned")
+    if state == "live" and record is None:
+        return _failed(
+            definition,
+            f"tmux session {target} is live but no record says it is {name}'s; inspect it with "
+            f"`tmux attach -t {target}` and end it with `tmux kill-session -t {target}` if it is stale",
+        )
+    if state == "live" and record is not None:
+        if record.get("status") != "running":
+            save_record(config, {**record, "status": "running"})
+        return _row(name, "already-running")
+    if state == "dead":
+        runner.kill(target)
+    try:
+        prompt = boot_prompt(definition)
+    except OSError as exc:
+        return _failed(definition, f"cannot read promptFile {definition.prompt_file}: {exc.strerror or exc}")
+    cwd = Path(definition.cwd).expanduser()
+    if not cwd.is_absolute():
+        cwd = Path(config.ref.path).parent / cwd
+    if not cwd.is_dir():
+        return _failed(definition, f"cwd {cwd} does not exist")
+    try:
+        adapter = adapter_for(definition.harness, config)
+    except Exception as exc:
+        return _failed(definition, str(exc))
+    launcher = Launcher(config, runner, SessionRegistry(config.state))
+    work_item = f"standing:{name}"
+    old_id = str((record or {}).get("harnessSessionId") or "")
+    resumed = False
+    if old_id:
+        from the_loop.interfaces import Launch
+
+        why = launcher.why_not_resume(adapter, Launch(prompt, old_id, cwd, definition.harness_args))
+        if not why:
+            outcome = launcher.launch(
+                work_item, adapter, target, cwd, old_id, prompt, resume=True, args=definition.harness_args
+            )
+            if outcome is None:
+                resumed = True
+            else:
+                reason = outcome.reason if isinstance(outcome, NotStarted) else outcome.remedy
+                events.emit(
+                    "standing.resume_failed", level="warning", standing=name, harness_session_id=old_id, error=reason
+                )
+                runner.kill(target)
+    session_id = old_id if resumed else str(uuid.uuid4())
+    if not resumed:
+        outcome = launcher.launch(
+            work_item, adapter, target, cwd, session_id, prompt, resume=False, args=definition.harness_args
+        )
+        if outcome is not None:
+            detail = outcome.reason if isinstance(outcome, NotStarted) else outcome.remedy
+            return _failed(definition, detail or "the harness did not start")
+    stamp = now()
+    previous = record or {}
+    save_record(
+        config,
+        {
+            "name": name,
+            "harness": definition.harness,
+            "harnessSessionId": session_id,
+            "cwd": str(cwd),
+            "tmuxTarget": target,
+            "status": "running",
+            "createdAt": previous.get("createdAt") or stamp,
+            "startedAt": stamp,
+            "lastMessageAt": previous.get("lastMessageAt"),
+            "slackChannel": previous.get("slackChannel"),
+            "slackThread": previous.get("slackThread"),
+            "description": definition.description,
+            "harnessArgs": list(definition.harness_args),
+            "prompt": definition.prompt,
+            "autoStart": definition.auto_start,
+            "slackEnabled": definition.slack_enabled,
+        },
+    )
+    fields = {
+        "standing": name,
+        "harness": definition.harness,
+        "harness_session_id": session_id,
+        "tmux_target": target,
+        "cwd": str(cwd),
+    }
+    if resumed:
+        events.emit("standing.resumed", **fields)
+        return _row(name, "resumed")
+    events.emit("standing.started", **fields)
+    return _row(name, "started")
+
+
+def stop(config: LoadedConfig, runner: TmuxRunner, name: str) -> dict[str, Any]:
+    """SIGTERM the harness (SIGKILL after the grace), then kill-session; the record stays, ``stopped``, with its
+    conversation id so the next start resumes it."""
+    from the_loop.standing import tmux_name
+
+    target = tmux_name(name)
+    record = load_record(config, name)
+    if record is None:
+        return _row(name, "not-running", "no record")
+    state = runner.probe(target)
+    if state == "absent":
+        save_record(config, {**record, "status": "stopped"})
+        return _row(name, "not-running")
+    grace = config.core.routing.tmux.harness_kill_grace_seconds
+    ended = runner.terminate_harness(target, grace_seconds=grace)
+    if not ended.ok or not runner.kill(target):
+        detail = ended.error or f"tmux session {target} could not be killed"
+        events.emit("standing.stop_failed", level="error", standing=name, tmux_target=target, error=detail)
+        return _row(name, "failed", detail)
+    save_record(config, {**record, "status": "stopped"})
+    events.emit("standing.stopped", standing=name, tmux_target=target)
+    return _row(name, "stopped")
+
+
+def say(config: LoadedConfig, runner: TmuxRunner, name: str, text: str, actor: str) -> dict[str, Any]:
+    """Paste ``text`` (framed with the session's name and the claimed actor) into the live pane; never spawns."""
+    from the_loop.sessions.tmux import TmuxError
+    from the_loop.standing import tmux_name
+
+    target = tmux_name(name)
+    refusal = f"standing session {name} is not running; start it with: the-loop standing start {name}"
+    record = load_record(config, name)
+    if record is None or record.get("status") != "running" or runner.probe(target) != "live":
+        return _row(name, "failed", refusal)
+    framed = f"[standing:{name}] message from {actor or 'operator'}:\n{text}"
+    try:
+        runner.deliver(target, framed)
+    except TmuxError as exc:
+        return _row(name, "failed", f"{exc}; {refusal}")
+    save_record(config, {**record, "lastMessageAt": now()})
+    events.emit("standing.said", standing=name, tmux_target=target, actor=actor)
+    return _row(name, "said")
+
+
+def resolved(config: LoadedConfig, name: str) -> Definition | None:
+    return resolve(config, name)
+
+
+def start_auto(config: LoadedConfig) -> list[dict[str, Any]]:
+    """What ``the-loop start`` does after the services: start every declared ``autoStart`` session."""
+    from the_loop.sessions.tmux import runner_for
+    from the_loop.standing import declared
+
+    wanted = [definition for definition in declared(config) if definition.auto_start]
+    if not wanted:
+        return []  # tmux is not asked when there is nothing to start
+    runner = runner_for(config)
+    return [start(config, runner, definition) for definition in wanted]
+
+
+def stop_recorded(config: LoadedConfig) -> list[dict[str, Any]]:
+    """What ``the-loop stop`` does after the services: stop every recorded session that tmux still holds."""
+    from the_loop.sessions.tmux import runner_for
+    from the_loop.standing import recorded_names
+
+    names = recorded_names(config)
+    if not names:
+        return []
+    runner = runner_for(config)
+    return [stop(config, runner, name) for name in names]
