@@ -1,8 +1,8 @@
 """State on disk: the layout under ``state.root``, what each path and record key is, and safe file primitives.
 
-Every path core writes is declared once in :data:`GENERATED_PATHS` (:mod:`the_loop.state.declared`) (plugins add theirs through
-``loop_state_paths``) and every top-level key of a per-work-item record in :data:`ATTRIBUTES`. The ``.gitignore``
-block and the docs table are generated from — and tested against — these declarations.
+Every path core writes is declared once in :data:`GENERATED_PATHS` (plugins add theirs through ``loop_state_paths``)
+and every top-level key of a per-work-item record in :data:`ATTRIBUTES`, both in :mod:`the_loop.state.declared`. The
+``.gitignore`` block and the docs table are generated from — and tested against — these declarations.
 
 File rules: JSON writes are atomic (temp file in the same directory, fsync, ``os.replace``, directory fsync);
 every read-modify-write holds an ``flock`` on a sibling lock file under ``local/locks/`` (never inside
