@@ -202,9 +202,14 @@ def test_a_standing_session_survives_restart_with_the_same_conversation(operator
     assert "standing watcher: resumed" in restarted.stdout
     assert operator.record()["harnessSessionId"] == conversation
     assert operator.record()["status"] == "running"
+    status = operator.run("status")
+    assert status.returncode == 0 and "standing    1 of 1 running" in status.stdout, status.stdout + status.stderr
     stopped = operator.run("stop")
     assert "standing watcher: stopped" in stopped.stdout
     assert operator.record()["status"] == "stopped"
+    down = operator.run("status", "--format", "json")  # an auto-start standing session that is down: not ok
+    assert down.returncode == 1
+    assert json.loads(down.stdout)["standingSessions"] == {"declared": 1, "running": 0, "notRunning": ["watcher"]}
 
 
 def test_no_ref_parser_accepts_a_standing_ref() -> None:

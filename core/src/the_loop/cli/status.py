@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from the_loop.config import ConfigRef
     from the_loop.daemon.services import StatusInputs
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 @click.command()
@@ -134,6 +134,8 @@ def _dump(inputs: StatusInputs) -> dict[str, Any]:
         "state": [str(state.root), state.registry_dir, state.event_log, state.gh_webhook_pidfile],
         "webTerminal": inputs.web_terminal,
         "warnings": list(inputs.warnings),
+        "standing": list(inputs.standing),
+        "tmuxSocket": inputs.tmux_socket,
         "specs": [  # never their problems (see remembered)
             [
                 spec.name,
@@ -169,4 +171,6 @@ def _load(data: dict[str, Any]) -> StatusInputs:
         specs=specs,
         web_terminal=bool(data["webTerminal"]),
         warnings=[str(warning) for warning in data["warnings"]],
+        standing=[str(name) for name in data["standing"]],
+        tmux_socket=str(data["tmuxSocket"]),
     )

@@ -267,15 +267,20 @@ class StatusInputs:
     specs: list[ServiceSpec]
     web_terminal: bool  # routing.webTerminal.enabled
     warnings: list[str] = field(default_factory=list)
+    standing: list[str] = field(default_factory=list)  # the standing sessions `the-loop start` brings up
+    tmux_socket: str = ""  # routing.tmux.socketName: where they run
 
     @classmethod
     def of(cls, config: LoadedConfig) -> StatusInputs:
+        standing = config.core.standing_sessions
         return cls(
             config_path=config.ref.path,
             state=config.state,
             specs=config.host.services(config),
             web_terminal=config.core.routing.web_terminal.enabled,
             warnings=list(config.warnings),
+            standing=[s.name for s in standing.sessions if s.auto_start] if standing.enabled else [],
+            tmux_socket=config.core.routing.tmux.socket_name,
         )
 
 
@@ -308,16 +313,31 @@ def status_report(inputs: StatusInputs) -> dict[str, Any]:
             row["lastCycle"] = heartbeat.get("lastCycle")
             row["intervalSeconds"] = heartbeat.get("intervalSeconds")
         rows.append(row)
+    standing = _standing(inputs)
     return {
         "version": __version__,
         "configPath": str(inputs.config_path),
         "stateRoot": str(inputs.state.root),
         "services": rows,
-        "ok": all(row["running"] for row in rows if row["enabled"]),
+        "standingSessions": standing,
+        "ok": all(row["running"] for row in rows if row["enabled"]) and not (standing or {}).get("notRunning"),
         "conflictingRoots": conflicting_roots(inputs.state.root),
         "channelBacklog": _channel_backlog(inputs.state),
         "webTerminal": _web_terminal(inputs),
     }
+
+
+def _standing(inputs: StatusInputs) -> dict[str, Any] | None:
+    """The auto-start standing sessions, running or not (tmux's answer, one call; tmux silent counts as not
+    running); None when none is declared."""
+    if not inputs.standing:
+        return None
+    from the_loop.sessions.tmux import TmuxRunner
+    from the_loop.standing import tmux_name
+
+    live = TmuxRunner(socket=inputs.tmux_socket or None).probe_all() or {}
+    down = [name for name in inputs.standing if live.get(tmux_name(name)) != "live"]
+    return {"declared": len(inputs.standing), "running": len(inputs.standing) - len(down), "notRunning": down}
 
 
 def probe_health(url: str, timeout: float = 0.5) -> str:
@@ -482,6 +502,10 @@ def format_status(report: dict[str, Any], config_found: bool) -> list[str]:
         lines.extend(INDENT + f"problem:    {problem}" for problem in row["problems"])
         if row["service"] == POLLER:
             lines.extend(heartbeat_lines(row))
+    standing = report.get("standingSessions")
+    if standing:
+        down = f" — not running: {', '.join(standing['notRunning'])}" if standing["notRunning"] else ""
+        lines.append(f"{'standing':<{NAME_WIDTH}} {standing['running']} of {standing['declared']} running{down}")
     terminal = report.get("webTerminal")
     if terminal:
         lines.append(f"{'terminal':<{NAME_WIDTH}} {terminal['url']} — open it with {terminal['login']}")
