@@ -92,9 +92,10 @@ def test_status_json_keys(env: LoopEnv) -> None:
         "ok",
         "conflictingRoots",
         "channelBacklog",
+        "standingSessions",
         "webTerminal",
     }
-    assert report["conflictingRoots"] == []
+    assert report["conflictingRoots"] == [] and report["standingSessions"] is None
     assert report["configPath"] == str(env.config_path)
     assert report["stateRoot"] == str(env.root)
     assert [item["service"] for item in report["services"]] == ["gh-webhook", "poller"]
