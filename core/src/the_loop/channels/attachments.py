@@ -7,10 +7,7 @@ token. Nothing here opens a saved file or removes one: the directory is the sess
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,19 +72,10 @@ def directory(config: LoadedConfig, target: WorkItemRef) -> Path:
 
 
 def _save(path: Path, data: bytes) -> None:
-    """Atomic: a temp file in the same directory, then ``os.replace``; a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    """Atomic (a reader never sees half a file), through the state's one byte writer."""
+    from the_loop.state import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
 
 
 def _existing(folder: Path, file_id: str) -> Path | None:
@@ -150,7 +138,7 @@ def _fetch_one(folder: Path, channel: object, file: Mapping[str, Any]) -> Path |
         return None
     try:
         _save(path, data)
-    except OSError:
+    except Exception:  # a full disk or a read-only root (StateError): the file stays named only
         return None
     return path
 

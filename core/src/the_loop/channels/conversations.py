@@ -156,13 +156,14 @@ def _point(channel: Channel, old: dict[str, Any], new: dict[str, Any], ref: Work
         )
 
 
-def relocate(config: LoadedConfig, ref: WorkItemRef) -> str:
-    """A declaration changed: open (or move) the item's conversation on every enabled channel now. A warning for
-    a person when one failed ("" when all went well); the next event tries again."""
+def open_everywhere(config: LoadedConfig, ref: WorkItemRef, origin: str) -> list[str]:
+    """Open (or move) the item's conversation on every enabled channel: ``start`` on an accepted start, before
+    the checkout; ``declared`` when ``add-channel`` changed its home. A failure is logged
+    (``channel.open_failed``) and never affects what asked; the next event opens it lazily. One line per failure."""
     problems = []
     for channel in enabled_channels(config):
         try:
-            open_conversation(config, channel, ref, "declared")
+            open_conversation(config, channel, ref, origin)
         except Exception as exc:
             events.emit(
                 "channel.open_failed",
@@ -172,23 +173,18 @@ def relocate(config: LoadedConfig, ref: WorkItemRef) -> str:
                 error=f"{type(exc).__name__}: {exc}",
             )
             problems.append(f"{channel.name}: {exc}")
-    return f"could not open the conversation ({'; '.join(problems)}); the next update tries again" if problems else ""
+    return problems
 
 
 def open_for_start(config: LoadedConfig, ref: WorkItemRef) -> None:
-    """An accepted start, before the checkout: open the conversation on every enabled channel. A failure is
-    logged (``channel.open_failed``) and never affects the spawn; the next event opens it lazily."""
-    for channel in enabled_channels(config):
-        try:
-            open_conversation(config, channel, ref, "start")
-        except Exception as exc:
-            events.emit(
-                "channel.open_failed",
-                level="warning",
-                channel=channel.name,
-                work_item=str(ref),
-                error=f"{type(exc).__name__}: {exc}",
-            )
+    open_everywhere(config, ref, "start")
+
+
+def relocate(config: LoadedConfig, ref: WorkItemRef) -> str:
+    """A declaration changed: the conversation moves now. A warning for a person when it could not ("" when all
+    went well)."""
+    problems = open_everywhere(config, ref, "declared")
+    return f"could not open the conversation ({'; '.join(problems)}); the next update tries again" if problems else ""
 
 
 def _shared(config: LoadedConfig, name: str) -> dict[str, Any]:
