@@ -332,6 +332,11 @@ class Channel(abc.ABC):
         ``channel`` and, when known, ``permalink``. Raise :class:`ChannelError` when it cannot."""
         raise ChannelError(f"the {self.name} channel cannot carry a conversation in a room")
 
+    def open_thread(self, room: str, title: str, text: str) -> Mapping[str, Any]:
+        """Post a top-level message in ``room`` ("" = the central channel) that starts a thread no work item owns (a
+        standing session's); return ``channel``, ``thread`` and, when known, ``permalink``. May raise."""
+        raise ChannelError(f"the {self.name} channel cannot open a thread")
+
     @abc.abstractmethod
     def publish(self, binding: Mapping[str, Any], message: ChannelMessage) -> None:
         """Post ``message`` as a reply in the bound conversation; raise :class:`ChannelError` to leave it for the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -11,21 +10,30 @@ from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
 from the_loop.channels import kickoff
+from the_loop.channels import standing as owned
 from the_loop.channels.conversations import (
     COMMAND_KIND,
     PROCESSED_SUBTYPES,
     REPLY_KIND,
     _lock,
-    _shared,
     bindings,
     label,
-    state_path,
 )
-from the_loop.channels.inbound import _number, acknowledge, drop, newer
+from the_loop.channels.inbound import (
+    MENTION,
+    _number,
+    acknowledge,
+    advance_shared,
+    drop,
+    newer,
+    shared_cursor,
+    tell,
+    without_bot,
+)
 from the_loop.channels.ticket import _HTML_COMMENT, envelope
 from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
 from the_loop.refs import parse_ref
-from the_loop.state import StateError, atomic_write_json, locked
+from the_loop.state import StateError, locked
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -36,8 +44,7 @@ def cursor(config: LoadedConfig, name: str, ref: str, thread: str) -> str:
     """The newest message this machine processed in ``thread``: the newer of the work item's session record here
     and ``channels/<name>.json`` (the latter always has it, so a cleanup that deletes the record loses nothing)."""
 
-    found = (_shared(config, name).get("cursors") or {}).get(thread)
-    best = found if isinstance(found, str) else ""
+    best = shared_cursor(config, name, thread)
     record = config.registry.load(ref)
     if record is not None:
         local = ((record.channels.get(name) or {}).get("cursors") or {}).get(thread)
@@ -51,12 +58,7 @@ def _advance(config: LoadedConfig, name: str, ref: str, thread: str, ts: str) ->
     in the work item's session record when it has one here."""
     from the_loop.state.registry import SessionRecord
 
-    path = state_path(config, name)
-    data = _shared(config, name)
-    cursors = data.get("cursors") if isinstance(data.get("cursors"), dict) else {}
-    cursors[thread] = ts
-    data["cursors"] = cursors
-    atomic_write_json(path, data)
+    advance_shared(config, name, thread, ts)
     registry = config.registry
     if registry.load(ref) is not None:
 
@@ -72,14 +74,6 @@ def _speaker(config: LoadedConfig, name: str, ref: str, author: str) -> str:
     router does), ``collaborator`` (on the item's roster: input only, never a binding act) or "" (a stranger). An
     empty list lets nobody in."""
     return control.standing(config, [ref], name, author)
-
-
-_MENTION = re.compile(r"<@[UW][A-Z0-9_-]{1,20}(?:\|[^>]*)?>")
-
-
-def without_bot(text: str, bot: str) -> str:
-    """``text`` with the bot's own ``<@id>`` mentions taken out (someone else's mention stays)."""
-    return re.sub(rf"<@{re.escape(bot)}(?:\|[^>]*)?>", "", text).strip() if bot else text
 
 
 def dedupe_key(name: str, message: InboundMessage) -> str:
@@ -142,16 +136,22 @@ def accept(
     bound: tuple[str, dict[str, Any]] | None = None,
     bot_id: str | None = None,
     later: Callable[[Callable[[], None]], None] | None = None,
+    standing: owned.Sink | None = None,
 ) -> str:
     """Take one read message through the inbound pipeline; its outcome (``accepted``, ``duplicate`` or a drop
     reason). Claimed — inbox write and cursor advance under one flock — before it is acknowledged. What follows
     the claim (the reaction, a relayed command, a private note) goes to ``later`` when given, so a listener can
-    acknowledge the platform's delivery at once (Slack wants it within 3 s)."""
+    acknowledge the platform's delivery at once (Slack wants it within 3 s). A message in a standing session's
+    thread goes to ``standing`` instead (:mod:`~the_loop.channels.standing`)."""
     run = later or (lambda work: work())
     if message.subtype not in PROCESSED_SUBTYPES:  # edits, deletes, joins: never new input
         return drop(channel, message, "unsupported-subtype", level="debug")
     top_level = message.message_id == message.thread_id
     if bound is None and not top_level:
+        owner = owned.owner_of(config, channel.name, message.channel_id, message.thread_id)
+        if owner:
+            bot = channel.bot_identity() if bot_id is None else bot_id
+            return owned.accept(config, channel, message, owner, bot, run, standing)
         bound = find_ref(config, channel.name, message.channel_id, message.thread_id)
     key = message.thread_id  # the cursor this message moves: its thread's, or the room's
     room = None
@@ -171,7 +171,7 @@ def accept(
         reason = "self-authored"  # before anyone's identity is read
     elif not message.author_id or not (speaker := _speaker(config, channel.name, ref, message.author_id)):
         reason = "unauthorized-actor"  # before the text is read
-    elif not bot and _MENTION.search(message.text):
+    elif not bot and MENTION.search(message.text):
         reason = "no-bot-id"  # the bot's own mention cannot be told apart: never recorded as prose
     if not reason:
         routing = config.core.routing
@@ -199,7 +199,7 @@ def accept(
     if claimed == "duplicate":
         return drop(channel, message, "duplicate", ref, level="debug")
     if claimed == "no-bot-id":
-        run(lambda: _tell(channel, message, "the-loop could not read this message just now; please send it again."))
+        run(lambda: tell(channel, message, "the-loop could not read this message just now; please send it again."))
     if claimed != "accepted":
         return drop(channel, message, claimed, ref, level="warning" if claimed == "unauthorized-actor" else "info")
     events.emit(
@@ -224,18 +224,12 @@ def accept(
     return "accepted"
 
 
-def _tell(channel: ReadingChannel, message: InboundMessage, text: str) -> None:
-    try:
-        channel.tell(message, text)
-    except Exception as exc:
-        events.emit("channel.tell_failed", level="warning", channel=channel.name, error=f"{type(exc).__name__}")
-
-
-def read_cycle(config: LoadedConfig, channel: ReadingChannel) -> dict[str, int]:
+def read_cycle(config: LoadedConfig, channel: ReadingChannel, standing: owned.Sink | None = None) -> dict[str, int]:
     """One poll over every bound conversation of a work item that has not ended (each read costs a call against
     the platform's rate limit; a reopen resumes it, from its cursor): read what is newer than its cursor (all
     pages) and accept it. A conversation whose read fails is skipped this cycle, its cursor untouched; a refusal
-    with a wait (HTTP 429) ends the cycle, as every further read would be refused too."""
+    with a wait (HTTP 429) ends the cycle, as every further read would be refused too. Standing sessions' threads
+    are read too, their messages handed to ``standing``."""
     counts = {"threads": 0, "failed": 0, "messages": 0, "accepted": 0}
     bot = channel.bot_identity()
     for ref, bound in bindings(config, channel.name, open_only=True):
@@ -262,6 +256,7 @@ def read_cycle(config: LoadedConfig, channel: ReadingChannel) -> dict[str, int]:
                 break  # a later claim would move the cursor past this one: the thread waits for the next cycle
             if outcome == "accepted":
                 counts["accepted"] += 1
+    owned.read(config, channel, bot, standing, counts)
     _read_rooms(config, channel, bot, counts)
     counts.update(kickoff.read(config, channel, bot))  # after the bound threads: the central conversation
     return counts
@@ -298,7 +293,12 @@ def _read_rooms(config: LoadedConfig, channel: ReadingChannel, bot: str, counts:
                 counts["accepted"] += 1
 
 
-def listen(config: LoadedConfig, channel: ReadingChannel, should_stop: Callable[[], bool]) -> None:
+def listen(
+    config: LoadedConfig,
+    channel: ReadingChannel,
+    should_stop: Callable[[], bool],
+    standing: owned.Sink | None = None,
+) -> None:
     """Run ``channel``'s listener, every pushed message through :func:`accept`. Beside it, a catch-up read (what
     was written while nobody listened) runs each time the listener connects (a reconnect too) and again every
     ``catch_up_interval()`` seconds, so a delivery Slack gave up on is still read. The caller holds the channel's
@@ -306,7 +306,7 @@ def listen(config: LoadedConfig, channel: ReadingChannel, should_stop: Callable[
     connected = threading.Event()
 
     def catch_up() -> None:
-        counts = read_cycle(config, channel)
+        counts = read_cycle(config, channel, standing)
         events.emit("channel.caught_up", channel=channel.name, **counts)
 
     interval = channel.catch_up_interval() or float("inf")
@@ -329,7 +329,7 @@ def listen(config: LoadedConfig, channel: ReadingChannel, should_stop: Callable[
 
     def sink(message: InboundMessage) -> str:
         try:
-            return accept(config, channel, message, "socket", later=jobs.put)  # the channel caches its own id
+            return accept(config, channel, message, "socket", later=jobs.put, standing=standing)
         except Exception as exc:  # one bad message never ends the listener
             events.emit("channel.handler_failed", level="error", channel=channel.name, error=f"{exc}"[:500])
             return "error"

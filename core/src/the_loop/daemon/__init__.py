@@ -135,8 +135,9 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
             router = start_routing(latest, stop) if spec.ingress and not once else None
             if spec.ingress and not once:  # the undelivered-queue drainer and the channel poll readers
                 from the_loop.channels import start_background
+                from the_loop.standing.thread import sink
 
-                start_background(config, stop)
+                start_background(config, stop, sink(config))
             try:
                 _target(spec.run)(ServiceContext(config=config, should_stop=stop, once=once, latest=latest))
                 if spec.ingress and once:

@@ -116,6 +116,9 @@ def start(config: LoadedConfig, runner: TmuxRunner, definition: Definition) -> d
             return _failed(definition, detail or "the harness did not start")
     stamp = now()
     previous = record or {}
+    from the_loop.standing.thread import announce
+
+    thread = announce(config, definition, previous)
     save_record(
         config,
         {
@@ -128,8 +131,8 @@ def start(config: LoadedConfig, runner: TmuxRunner, definition: Definition) -> d
             "createdAt": previous.get("createdAt") or stamp,
             "startedAt": stamp,
             "lastMessageAt": previous.get("lastMessageAt"),
-            "slackChannel": previous.get("slackChannel"),
-            "slackThread": previous.get("slackThread"),
+            "slackChannel": thread.get("slackChannel") or previous.get("slackChannel"),
+            "slackThread": thread.get("slackThread") or previous.get("slackThread"),
             "description": definition.description,
             "harnessArgs": list(definition.harness_args),
             "prompt": definition.prompt,

@@ -157,7 +157,9 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "channels/<name>.json",
         False,
-        "per channel (slack.json): the read cursor of every thread, and the keys of events already published",
+        "per channel (slack.json): the read cursor of every thread (and of a room or the central channel, "
+        "channel:<id>), the keys of events already published, and under conversations the threads no work item "
+        "owns (a standing session's, keyed standing:<name>)",
         "a ledger of what this machine read; the threads it names are in the operator's own workspace",
     ),
     GeneratedPath(

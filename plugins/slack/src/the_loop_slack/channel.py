@@ -245,9 +245,18 @@ class SlackChannel(ReadingChannel):
         """The top-level message a conversation starts with: the ref, a sentence, a button to the ticket."""
         from the_loop.toolkit import provider_url
 
+        return self._top_level(where, f"the-loop · {ref}", sentence, provider_url(ref, self.config) or "")
+
+    def open_thread(self, room: str, title: str, text: str) -> Mapping[str, Any]:
+        where = room.strip() or self.home()
+        if not CHANNEL_ID.match(where):
+            raise ChannelError("a standing session's Slack channel is named by its conversation id (C…, G…, D…)")
+        return self._top_level(where, title, text, "")
+
+    def _top_level(self, where: str, title: str, sentence: str, url: str) -> Mapping[str, Any]:
+        """Post a header, a sentence and (when given) a button; the binding of the thread it starts."""
         client = self.client()
-        url = provider_url(ref, self.config) or ""
-        header = f"the-loop · {ref}"[:HEADER_LIMIT]
+        header = title[:HEADER_LIMIT]
         blocks: list[dict[str, Any]] = [
             {"type": "header", "text": {"type": "plain_text", "text": header}},
             {"type": "section", "text": {"type": "mrkdwn", "text": sentence}},

@@ -92,13 +92,13 @@ def status(ctx: click.Context, probe: bool, output_format: str) -> None:
 def poll(ctx: click.Context, output_format: str) -> None:
     """Run one read cycle over every bound Slack thread now. Exit 1 when skipped (Slack off, or read.mode is not
     poll)."""
-    from the_loop.toolkit import channels
+    from the_loop.toolkit import channels, standing_sink
 
     channel = _channel(ctx)
     if not channel.enabled(channel.config) or channel.read_mode() != "poll":
         click.echo("skipped: channels.slack is not enabled with read.mode: poll", err=True)
         sys.exit(1)
-    counts = channels.read_cycle(channel.config, channel)
+    counts = channels.read_cycle(channel.config, channel, standing_sink(channel.config))
     if output_format == "json":
         print_json(counts)
     else:

@@ -114,7 +114,8 @@ def run_socket_mode(
 
 def run_service(context: ServiceContext) -> None:
     """``the-loop daemon run slack-listener`` (and ``channels listen``): the listener until told to stop."""
-    from the_loop.toolkit import channels
+    from the_loop.toolkit import channels, standing_sink
     from the_loop_slack.channel import SlackChannel
 
-    channels.listen(context.config, SlackChannel(context.config), context.should_stop)
+    config = context.config
+    channels.listen(config, SlackChannel(config), context.should_stop, standing_sink(config))
