@@ -5,7 +5,7 @@ test modules can import it beside other plugins' test folders."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,18 @@ class Loop:
     logs: Path
     tickets: Path
     settings: dict[str, Any]
+    sections: dict[str, Any] = field(default_factory=dict)  # top-level config sections beside routing and channels
 
     def reload(self, **slack: Any) -> LoadedConfig:
         """Rewrite the config with ``channels.slack`` keys merged in."""
         self.settings = {**self.settings, **slack}
-        self.config = write_config(self.tmp, self.runner, self.server, self.settings)
+        self.config = write_config(self.tmp, self.runner, self.server, self.settings, self.sections)
         return self.config
+
+    def configure(self, **sections: Any) -> LoadedConfig:
+        """Rewrite the config with these top-level sections (``standingSessions``…) set."""
+        self.sections = {**self.sections, **sections}
+        return self.reload()
 
     def channel(self) -> Any:
         from the_loop_slack.channel import SlackChannel
@@ -99,7 +105,9 @@ class Loop:
         return route_pending(self.config)
 
 
-def write_config(tmp: Path, runner: TmuxRunner, server: Server, slack: dict[str, Any]) -> LoadedConfig:
+def write_config(
+    tmp: Path, runner: TmuxRunner, server: Server, slack: dict[str, Any], sections: dict[str, Any] | None = None
+) -> LoadedConfig:
     from the_loop.plugins import get_host
 
     path = tmp / "cfg" / ".the-loop" / "cli-config.yaml"
@@ -115,6 +123,7 @@ def write_config(tmp: Path, runner: TmuxRunner, server: Server, slack: dict[str,
             "control": {"requireStartCommand": False},
         },
         "channels": {"slack": {"enabled": True, "channel": CHANNEL, "apiBaseUrl": server.base_url, **slack}},
+        **(sections or {}),
     }
     path.write_text(yaml.safe_dump(document))
     config = load_config(path, get_host())

@@ -30,10 +30,10 @@ def socket_loop(loop: Loop) -> Iterator[Loop]:
 class Listening:
     """``channels.listen`` in a thread of this process, stopped at teardown."""
 
-    def __init__(self, loop: Loop) -> None:
+    def __init__(self, loop: Loop, standing: Any = None) -> None:
         self.stop = threading.Event()
         self.thread = threading.Thread(
-            target=channels.listen, args=(loop.config, loop.channel(), self.stop.is_set), daemon=True
+            target=channels.listen, args=(loop.config, loop.channel(), self.stop.is_set, standing), daemon=True
         )
         self.thread.start()
         wait_for(lambda: loop.server.socket is not None and loop.server.socket.clients, timeout=10)

@@ -135,7 +135,7 @@ def run(app: AppContext, name: str, *, once: bool = False) -> int:
             router = start_routing(latest, stop) if spec.ingress and not once else None
             if spec.ingress and not once:  # the undelivered-queue drainer and the channel poll readers
                 from the_loop.channels import start_background
-                from the_loop.standing.thread import sink
+                from the_loop.standing.control import sink
 
                 start_background(config, stop, sink(config))
             try:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.standing import Definition, load_record, now, resolve, save_record
+from the_loop.standing import Definition, load_record, now, parse_ref, resolve, save_record
 
 if TYPE_CHECKING:
+    from the_loop.channels.standing import Sink
     from the_loop.config import LoadedConfig
     from the_loop.sessions.tmux import TmuxRunner
 
@@ -224,3 +225,18 @@ def stop_recorded(config: LoadedConfig) -> list[dict[str, Any]]:
         return []
     runner = runner_for(config)
     return [stop(config, runner, name) for name in names]
+
+
+def sink(config: LoadedConfig) -> Sink:
+    """What a channel reader hands a standing thread's message to: ``say`` into the session, never a spawn."""
+
+    def deliver(owner: str, text: str, actor: str) -> str:
+        from the_loop.sessions.tmux import runner_for
+
+        name = parse_ref(owner)
+        if name is None:
+            return f"{owner} is not a standing session"
+        row = say(config, runner_for(config), name, text, actor)
+        return "" if row["outcome"] == "said" else str(row["detail"])
+
+    return deliver

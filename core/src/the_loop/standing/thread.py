@@ -1,15 +1,14 @@
-"""A standing session's Slack thread (S13/S14): announced once when it starts, bound as ``standing:<name>``, and the
-replies of allow-listed people in it pasted into the session through :func:`~the_loop.standing.control.say`."""
+"""A standing session's Slack thread (S13): announced once when it starts and bound as ``standing:<name>``; the
+replies of allow-listed people in it reach the session through :func:`~the_loop.standing.control.sink`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.standing import REF_PREFIX, Definition, parse_ref
+from the_loop.standing import REF_PREFIX, Definition
 
 if TYPE_CHECKING:
-    from the_loop.channels.standing import Sink
     from the_loop.config import LoadedConfig
 
 CHANNEL = "slack"  # the definition's ``slack`` block names the channel
@@ -73,19 +72,3 @@ def _failed(definition: Definition, exc: Exception) -> None:
         channel=CHANNEL,
         error=f"{type(exc).__name__}: {exc}"[:300],
     )
-
-
-def sink(config: LoadedConfig) -> Sink:
-    """What a channel reader hands a standing thread's message to: ``say`` into the session, never a spawn."""
-
-    def deliver(owner: str, text: str, actor: str) -> str:
-        from the_loop.sessions.tmux import runner_for
-        from the_loop.standing.control import say
-
-        name = parse_ref(owner)
-        if name is None:
-            return f"{owner} is not a standing session"
-        row = say(config, runner_for(config), name, text, actor)
-        return "" if row["outcome"] == "said" else str(row["detail"])
-
-    return deliver
