@@ -233,3 +233,15 @@ def test_cleanup_keeps_the_saved_files(loop: Loop) -> None:
     harness.wait_for_submitted(2)
     cleanup(loop.config, parse_ref(REF), source="cli", actor="test", comment=False)
     assert (folder(loop) / "F0KEEP01-keep.png").read_bytes() == b"png"
+
+
+def test_a_reply_to_a_paused_session_fetches_nothing(loop: Loop) -> None:
+    from the_loop.sessions.operations import pause
+
+    loop.spawn()
+    assert pause(loop.config, parse_ref(REF), source="cli", actor="test", comment=False).ok
+    reply_with(loop, [loop.server.add_file("F0PAUSE1", "a.png", b"png")])
+    assert loop.poll()["accepted"] == 1
+    loop.route()
+    assert loop.slack.downloads == [] and not folder(loop).exists()  # a dropped reply has its files left alone
+    assert any(e["reason"] == "undeliverable" for e in loop.events("channel.dropped"))

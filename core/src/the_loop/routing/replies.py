@@ -74,9 +74,10 @@ def _deliver_reply(router: Router, event: InboundEvent, target: WorkItemRef) -> 
     except Exception as exc:  # the ticket record failed: logged, the reply is still delivered
         events.emit("channel.mirror_failed", level="warning", channel=name, work_item=str(target), error=str(exc))
     work = router.work_event(event, target, spawn=False)
-    # Every refusal is behind us (authorized, claimed, not held at a prompt): a reply going into a session has its
-    # files fetched now, never earlier.
-    if event.attachments and router.registry.load(str(target)) is not None:
+    # Every refusal is behind us (authorized, claimed, not held at a prompt): a reply going into a live session has
+    # its files fetched now, never earlier — and never for a paused or closed one, which drops it.
+    record = router.registry.load(str(target)) if event.attachments else None
+    if record is not None and record.own is not None and record.own.status == "active":
         frame = attachments.pane_frame(attachments.fetch_all(config, channel, target, event.attachments))
         work = work.model_copy(update={"text": work.text + "\n" + frame})
     outcome = router.dispatcher.dispatch(work)
