@@ -230,3 +230,26 @@ def test_routing_code_never_reads_the_standing_directory() -> None:
     sources = [*(root / "routing").rglob("*.py"), *(root / "ingress").rglob("*.py"), root / "state" / "registry.py"]
     for source in sources:
         assert "standing" not in source.read_text(encoding="utf-8"), source
+
+
+def test_e32_standing_stop_still_stops_recorded_sessions_with_a_malformed_config(operator: Operator) -> None:
+    assert operator.run("standing", "start", "watcher").returncode == 0
+    operator.configure([{"name": "Bad_Name"}])
+    listed = operator.run("standing", "list")
+    assert listed.returncode == 2 and "sessions[0]" in listed.stderr
+    stopped = operator.run("standing", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "watcher: stopped" in stopped.stdout
+    assert operator.tmux("has-session", "-t", "=loop-standing-watcher").returncode != 0
+    assert operator.record()["status"] == "stopped"
+
+
+def test_restart_name_stops_then_resumes_the_same_conversation(operator: Operator) -> None:
+    assert operator.run("standing", "start", "watcher").returncode == 0
+    conversation = operator.record()["harnessSessionId"]
+    restarted = operator.run("standing", "restart", "watcher")
+    assert restarted.returncode == 0, restarted.stderr
+    assert restarted.stdout.splitlines() == ["watcher: stopped", "watcher: resumed"]
+    assert operator.record()["harnessSessionId"] == conversation and operator.record()["status"] == "running"
+    assert operator.run("standing", "restart").returncode == 2  # the name is required
+    assert operator.run("standing", "restart", "nobody").returncode == 1

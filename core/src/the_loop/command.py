@@ -40,13 +40,14 @@ class AppContext:
 
         return resolve_config_path(self.config_flag)
 
-    def config(self, *, source: str = "cli", warn: bool = True) -> LoadedConfig:
-        """Load (once) the config with every plugin section, print its warnings, and point the event log."""
+    def config(self, *, source: str = "cli", warn: bool = True, leave_out: tuple[str, ...] = ()) -> LoadedConfig:
+        """Load (once) the config with every plugin section (but the top-level ones ``leave_out`` names), print
+        its warnings, and point the event log."""
         if self._config is None:
             from the_loop import events
             from the_loop.config import load_config, print_warnings
 
-            self._config = load_config(self.config_flag, self.host)
+            self._config = load_config(self.config_flag, self.host, leave_out=leave_out)
             if warn:
                 print_warnings(self._config.warnings)
             core = self._config.core

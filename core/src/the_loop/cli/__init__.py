@@ -95,6 +95,7 @@ CORE_COMMANDS: dict[str, Any] = {
         "list": ("the_loop.cli.standing.list:list_standing", "List declared and created standing sessions."),
         "start": ("the_loop.cli.standing.start:start", "Start a standing session (or all), resuming its conversation."),
         "stop": ("the_loop.cli.standing.stop:stop", "Stop a standing session (or all recorded), keeping its record."),
+        "restart": ("the_loop.cli.standing.restart:restart", "Stop a standing session, then start it again."),
         "say": ("the_loop.cli.standing.say:say", "Paste text into a running standing session."),
         "attach": ("the_loop.cli.standing.attach:attach", "Attach this terminal to a standing session's tmux session."),
     },

@@ -300,12 +300,16 @@ def refuse_retired(raw: Mapping[str, Any], path: Path) -> list[str]:
     return []
 
 
-def load_config(flag: str | os.PathLike[str] | None, host: PluginHost, *, load_env: bool = True) -> LoadedConfig:
+def load_config(
+    flag: str | os.PathLike[str] | None, host: PluginHost, *, load_env: bool = True, leave_out: tuple[str, ...] = ()
+) -> LoadedConfig:
     """Resolve, read, migrate-check and validate the config against ``host``'s plugin sections. Raises
-    :class:`ConfigError`."""
+    :class:`ConfigError`. ``leave_out`` names top-level sections read as absent: a command that never needs one
+    (``standing stop``, which works from the records) is not refused for a mistake in it."""
     from the_loop.config.models import CoreConfig
 
     ref, raw = read_raw(flag)
+    raw = {key: value for key, value in raw.items() if key not in leave_out}
     warnings = refuse_retired(raw, ref.path)
 
     state = raw.get("state")

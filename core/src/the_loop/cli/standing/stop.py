@@ -17,7 +17,8 @@ def stop(ctx: click.Context, name: str | None) -> None:
     from the_loop.standing import recorded_names
     from the_loop.standing.control import stop as stop_one
 
-    config = app(ctx).config(source="standing")
+    # Stopping works from the records alone, so a mistake in standingSessions never keeps one running (S8).
+    config = app(ctx).config(source="standing", leave_out=("standingSessions",))
     runner = runner_for(config)
     names = [name] if name else recorded_names(config)
     finish([stop_one(config, runner, each) for each in names], ("stopped", "not-running"))

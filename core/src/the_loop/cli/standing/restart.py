@@ -1,0 +1,28 @@
+"""``the-loop standing restart NAME``: stop one standing session, then start it again with the same conversation."""
+
+from __future__ import annotations
+
+import click
+
+from the_loop.cli.standing._common import check_name, finish, lookup
+from the_loop.cli.standing.start import OK
+from the_loop.command import app
+
+
+@click.command()
+@click.argument("name", callback=check_name)
+@click.pass_context
+def restart(ctx: click.Context, name: str) -> None:
+    """Stop NAME, then start it again; its recorded conversation is resumed."""
+    from the_loop.cli.sessions._common import require_tmux
+    from the_loop.sessions.tmux import runner_for
+    from the_loop.standing.control import start, stop
+
+    config = app(ctx).config(source="standing")
+    definition = lookup(config, name)
+    require_tmux(config)
+    runner = runner_for(config)
+    stopped = stop(config, runner, name)
+    if stopped["outcome"] not in ("stopped", "not-running"):
+        finish([stopped], ())
+    finish([stopped, start(config, runner, definition)], ("stopped", "not-running", *OK))
