@@ -52,6 +52,7 @@ EXPORTS: dict[str, str] = {
     "outbox": "the_loop.channels.outbox",
     "run_in_foreground": "the_loop.daemon:run",
     "standing_sink": "the_loop.standing.control:sink",  # where a standing session's thread delivers
+    "standing_sessions": "the_loop.standing.control",  # listing, act (start|stop|restart), say_to
     # A control surface of its own (the web plugin): one HTTP server stack, and an operator's actions and views.
     "serve_http": "the_loop.ingress.server:run_app",
     "read_body": "the_loop.ingress.server:read_body",
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
         valid_session_id,
     )
     from the_loop.sessions.tmux import runner_for, unframed  # noqa: F401
+    from the_loop.standing import control as standing_sessions  # noqa: F401
     from the_loop.standing.control import sink as standing_sink  # noqa: F401
     from the_loop.state import (  # noqa: F401
         Corrupt,

@@ -204,3 +204,53 @@ def test_sessions_lists_every_endpoint_with_its_pane(web_world: Any) -> None:
     world.gh.start_work()
     found = world.api("GET", "/api/v1/sessions").json()["sessions"]
     assert [(s["workItem"], s["endpoint"], s["pane"], s["status"]) for s in found] == [(REF, REF, "live", "active")]
+
+
+def test_standing_sessions_are_listed_started_said_to_and_stopped_through_the_api(web_world: Any) -> None:
+    """S15: the same calls as ``the-loop standing``; viewers read, operators act; the caller is the actor."""
+    from the_loop.testing.harness import FakeHarness
+
+    world = web_world()
+    sessions = [{"name": "watcher", "prompt": "watch the work in flight", "autoStart": False}]
+    world.env.edit_config(lambda config: config.update(standingSessions={"enabled": True, "sessions": sessions}))
+    base = "/api/v1/standing-sessions"
+
+    def listed() -> list[dict[str, Any]]:
+        return world.api("GET", base).json()["sessions"]
+
+    wait_for(lambda: [row["name"] for row in listed()] == ["watcher"], timeout=10)  # the service follows the edit
+    assert listed()[0]["running"] is False and listed()[0]["status"] == "absent"
+    assert world.api("GET", f"{base}/one", params={"name": "nobody"}).status_code == 404
+
+    control = f"{base}/control"
+    assert world.api("POST", control, json={"name": "watcher", "action": "start"}).status_code == 403  # a viewer
+    started = world.api("POST", control, token=world.operator, json={"name": "watcher", "action": "start"})
+    assert started.status_code == 200, started.text
+    assert [row["outcome"] for row in started.json()["rows"]] == ["started"]
+    row = world.api("GET", f"{base}/one", params={"name": "watcher"}).json()
+    assert row["running"] is True and row["tmuxTarget"] == "loop-standing-watcher"
+    harness = FakeHarness(world.gh.logs / f"{row['harnessSessionId']}.jsonl")
+
+    said = world.api("POST", f"{base}/say", token=world.operator, json={"name": "watcher", "text": "status?"})
+    assert said.status_code == 200, said.text
+    wait_for(lambda: any("status?" in text for text in harness.submitted()), timeout=10)
+    [text] = [text for text in harness.submitted() if "status?" in text]
+    assert "web:operator" in text
+    action = world.gh.events("web.action")[-1]
+    assert (action["action"], action["standing"], action["principal"], action["ok"]) == (
+        "standing.say",
+        "watcher",
+        "operator",
+        True,
+    )
+
+    restarted = world.api("POST", control, token=world.operator, json={"name": "watcher", "action": "restart"})
+    assert [row["outcome"] for row in restarted.json()["rows"]] == ["stopped", "resumed"], restarted.text
+    stopped = world.api("POST", control, token=world.operator, json={"name": "watcher", "action": "stop"})
+    assert [row["outcome"] for row in stopped.json()["rows"]] == ["stopped"]
+    refused = world.api("POST", f"{base}/say", token=world.operator, json={"name": "watcher", "text": "hi"})
+    assert refused.status_code == 409 and "the-loop standing start watcher" in refused.text  # never starts it
+    for body in ({"name": "watcher", "action": "explode"}, {"name": "-x", "action": "start"}, {"action": "start"}):
+        assert world.api("POST", control, token=world.operator, json=body).status_code == 400
+    unknown = world.api("POST", control, token=world.operator, json={"name": "nobody", "action": "start"})
+    assert unknown.status_code == 404

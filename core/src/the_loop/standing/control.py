@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.standing import Definition, load_record, now, parse_ref, resolve, save_record
+from the_loop.standing import valid_name as valid_name  # for the surfaces (toolkit.standing_sessions)
 
 if TYPE_CHECKING:
     from the_loop.channels.standing import Sink
@@ -231,12 +232,52 @@ def sink(config: LoadedConfig) -> Sink:
     """What a channel reader hands a standing thread's message to: ``say`` into the session, never a spawn."""
 
     def deliver(owner: str, text: str, actor: str) -> str:
-        from the_loop.sessions.tmux import runner_for
-
         name = parse_ref(owner)
         if name is None:
             return f"{owner} is not a standing session"
-        row = say(config, runner_for(config), name, text, actor)
+        try:
+            row = say_to(config, name, text, actor)
+        except LookupError as exc:  # a thread bound to a session since taken out of the config
+            return str(exc)
         return "" if row["outcome"] == "said" else str(row["detail"])
 
     return deliver
+
+
+ACTIONS = ("start", "stop", "restart")
+
+
+def act(config: LoadedConfig, name: str, action: str) -> list[dict[str, Any]]:
+    """``start``, ``stop`` or ``restart`` one session by name, as every surface does it (CLI, API): its rows, the
+    stop's first for a restart (a restart whose stop failed starts nothing). Raises LookupError for an unknown
+    name (a stop needs only a record)."""
+    from the_loop.sessions.tmux import runner_for
+
+    definition = resolve(config, name)
+    if definition is None and (action != "stop" or load_record(config, name) is None):
+        raise LookupError(f"no standing session named {name} (declare it under standingSessions.sessions)")
+    runner = runner_for(config)
+    if action == "start":
+        return [start(config, runner, definition)]  # type: ignore[arg-type]
+    stopped = stop(config, runner, name)
+    if action == "stop" or stopped["outcome"] not in ("stopped", "not-running"):
+        return [stopped]
+    return [stopped, start(config, runner, definition)]  # type: ignore[arg-type]
+
+
+def say_to(config: LoadedConfig, name: str, text: str, actor: str) -> dict[str, Any]:
+    """:func:`say` on this config's tmux server (a channel thread, the API). Raises LookupError for a name no
+    config or record knows."""
+    from the_loop.sessions.tmux import runner_for
+
+    if resolve(config, name) is None:
+        raise LookupError(f"no standing session named {name} (declare it under standingSessions.sessions)")
+    return say(config, runner_for(config), name, text, actor)
+
+
+def listing(config: LoadedConfig) -> list[dict[str, Any]]:
+    """Every declared and recorded session's row, with tmux's answer (``standing list``, the API)."""
+    from the_loop.sessions.tmux import runner_for
+    from the_loop.standing.rows import rows
+
+    return rows(config, runner_for(config))

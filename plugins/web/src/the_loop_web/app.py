@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from the_loop import events
-from the_loop_web import api, login, views
+from the_loop_web import api, login, standing, views
 from the_loop_web.auth import CSRF_HEADER, same_origin
 from the_loop_web.context import ACTIONS, API, ITEMS, Web, error, refuse
 from the_loop_web.openapi import openapi_document
@@ -135,6 +135,37 @@ ROUTES: tuple[Spec, ...] = (
         EVENT_PARAMS,
     ),
     Spec("GET", f"{API}/questions", api.questions, "viewer", "The agents' open questions (the-loop ask), unanswered."),
+    Spec(
+        "GET",
+        standing.STANDING,
+        standing.listing,
+        "viewer",
+        "Standing sessions: declared and recorded, with tmux's answer.",
+    ),
+    Spec(
+        "GET",
+        f"{standing.STANDING}/one",
+        standing.one,
+        "viewer",
+        "One standing session's row.",
+        (("name", "query", "the standing session's name"),),
+    ),
+    Spec(
+        "POST",
+        f"{standing.STANDING}/control",
+        standing.control,
+        "operator",
+        "Start, stop or restart a standing session (a recorded conversation is resumed).",
+        body=("name", "action"),
+    ),
+    Spec(
+        "POST",
+        f"{standing.STANDING}/say",
+        standing.say,
+        "operator",
+        "Paste text into a running standing session, framed with the caller's name (never starts it).",
+        body=("name", "text"),
+    ),
     Spec("GET", "/login", login.login_page, None, "The login page.", api=False),
     Spec(
         "POST",

@@ -12,11 +12,9 @@ from the_loop.command import app, print_json
 @click.pass_context
 def list_standing(ctx: click.Context, output_format: str) -> None:
     """List every standing session: declared in config or recorded on this machine."""
-    from the_loop.sessions.tmux import runner_for
-    from the_loop.standing.rows import rows
+    from the_loop.standing.control import listing
 
-    config = app(ctx).config(source="standing")
-    found = rows(config, runner_for(config))
+    found = listing(app(ctx).config(source="standing"))
     if output_format == "json":
         print_json(found)
         return

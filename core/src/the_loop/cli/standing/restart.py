@@ -15,14 +15,9 @@ from the_loop.command import app
 def restart(ctx: click.Context, name: str) -> None:
     """Stop NAME, then start it again; its recorded conversation is resumed."""
     from the_loop.cli.sessions._common import require_tmux
-    from the_loop.sessions.tmux import runner_for
-    from the_loop.standing.control import start, stop
+    from the_loop.standing.control import act
 
     config = app(ctx).config(source="standing")
-    definition = lookup(config, name)
+    lookup(config, name)
     require_tmux(config)
-    runner = runner_for(config)
-    stopped = stop(config, runner, name)
-    if stopped["outcome"] not in ("stopped", "not-running"):
-        finish([stopped], ())
-    finish([stopped, start(config, runner, definition)], ("stopped", "not-running", *OK))
+    finish(act(config, name, "restart"), ("stopped", "not-running", *OK))

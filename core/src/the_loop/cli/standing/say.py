@@ -16,11 +16,10 @@ from the_loop.command import app
 def say(ctx: click.Context, text: str, actor: str, name: str) -> None:
     """Paste TEXT into standing session NAME, framed with its name and the actor."""
     from the_loop.cli.sessions._common import operator
-    from the_loop.sessions.tmux import runner_for
-    from the_loop.standing.control import say as say_one
+    from the_loop.standing.control import say_to
 
     if not text.strip():
         raise click.BadParameter("empty text", param_hint="--text")
     config = app(ctx).config(source="standing")
     lookup(config, name)
-    finish([say_one(config, runner_for(config), name, text, actor or operator())], ("said",))
+    finish([say_to(config, name, text, actor or operator())], ("said",))
