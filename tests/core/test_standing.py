@@ -253,3 +253,50 @@ def test_restart_name_stops_then_resumes_the_same_conversation(operator: Operato
     assert operator.record()["harnessSessionId"] == conversation and operator.record()["status"] == "running"
     assert operator.run("standing", "restart").returncode == 2  # the name is required
     assert operator.run("standing", "restart", "nobody").returncode == 1
+
+
+def test_e31_create_start_list_and_delete_a_session_made_at_run_time(operator: Operator) -> None:
+    made = operator.run("standing", "create", "ops", "--prompt", "keep the lights on", "--description", "on call")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.splitlines() == ["ops: created", "ops: started"]
+    record = operator.record("ops")
+    assert (record["status"], record["prompt"], record["description"], record["autoStart"]) == (
+        "running",
+        "keep the lights on",
+        "on call",
+        True,
+    )
+    assert operator.events("standing.created")[0]["standing"] == "ops"
+    rows = {row["name"]: row for row in json.loads(operator.run("standing", "list", "--format", "json").stdout)}
+    assert rows["ops"]["declared"] is False and rows["ops"]["running"] is True
+    prompt = operator.harness(record["harnessSessionId"]).wait_for("start")[0]["argv"][-1]
+    assert prompt.endswith("keep the lights on")
+
+    # the-loop restart brings a created auto-start session back with the same conversation
+    restarted = operator.run("restart")
+    assert "standing ops: resumed" in restarted.stdout, restarted.stdout + restarted.stderr
+    assert operator.record("ops")["harnessSessionId"] == record["harnessSessionId"]
+
+    assert operator.run("standing", "create", "ops").returncode == 2  # it exists
+    assert operator.run("standing", "create", "watcher").returncode == 2  # declared: changed in the config
+    assert operator.run("standing", "delete", "watcher").returncode == 2
+    assert operator.run("standing", "delete", "nobody").returncode == 1
+    deleted = operator.run("standing", "delete", "ops")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines() == ["ops: stopped", "ops: deleted"]
+    assert not (operator.env.root / "local" / "standing" / "ops.json").exists()
+    assert operator.tmux("has-session", "-t", "=loop-standing-ops").returncode != 0
+    assert operator.events("standing.deleted")
+    operator.run("stop")
+
+
+def test_e31_a_created_session_that_cannot_start_leaves_no_record(operator: Operator) -> None:
+    result = operator.run("standing", "create", "ops", "--cwd", "/nonexistent")
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr
+    assert not (operator.env.root / "local" / "standing" / "ops.json").exists()
+    assert operator.events("standing.create_failed")
+    parked = operator.run("standing", "create", "later", "--no-start", "--no-auto-start")
+    assert parked.returncode == 0 and parked.stdout.strip() == "later: created"
+    assert operator.record("later")["status"] == "stopped"
+    assert operator.tmux("has-session", "-t", "=loop-standing-later").returncode != 0

@@ -93,6 +93,8 @@ CORE_COMMANDS: dict[str, Any] = {
     "standing": {
         "_help": "Standing sessions: named harness sessions no work item owns (list, start, stop, say, attach).",
         "list": ("the_loop.cli.standing.list:list_standing", "List declared and created standing sessions."),
+        "create": ("the_loop.cli.standing.create:create", "Make a standing session at run time and start it."),
+        "delete": ("the_loop.cli.standing.delete:delete", "Stop a created standing session and remove its record."),
         "start": ("the_loop.cli.standing.start:start", "Start a standing session (or all), resuming its conversation."),
         "stop": ("the_loop.cli.standing.stop:stop", "Stop a standing session (or all recorded), keeping its record."),
         "restart": ("the_loop.cli.standing.restart:restart", "Stop a standing session, then start it again."),

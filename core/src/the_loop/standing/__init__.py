@@ -104,29 +104,50 @@ def declared(config: LoadedConfig) -> list[Definition]:
     section = config.core.standing_sessions
     if not section.enabled:
         return []
-    from the_loop.config import harness_args
+    return [
+        inherit(
+            config,
+            entry.name,
+            declared=True,
+            harness=entry.harness,
+            harness_args=entry.harness_args,
+            cwd=entry.cwd,
+            description=entry.description,
+            prompt=entry.prompt,
+            prompt_file=entry.prompt_file,
+            auto_start=entry.auto_start,
+            slack_enabled=entry.slack.enabled,
+            slack_channel=entry.slack.channel,
+        )
+        for entry in section.sessions
+    ]
+
+
+def inherit(
+    config: LoadedConfig,
+    name: str,
+    *,
+    declared: bool,
+    harness: str | None = None,
+    harness_args: list[str] | tuple[str, ...] | None = None,
+    cwd: str | None = None,
+    **given: Any,
+) -> Definition:
+    """A definition with what it leaves out inherited (S2), for a declared session and a created one alike:
+    ``harness`` from ``routing.defaultHarness`` (else claude), omitted ``harnessArgs`` from the harness's launch
+    arguments (an explicit empty list is none), ``cwd`` from ``routing.spawnWorkdir`` (else ``.``)."""
+    from the_loop.config import harness_args as launch_args
 
     routing = config.core.routing
-    out = []
-    for entry in section.sessions:
-        harness = entry.harness or routing.default_harness or "claude"
-        args = tuple(entry.harness_args) if entry.harness_args is not None else harness_args(config, harness)
-        out.append(
-            Definition(
-                name=entry.name,
-                declared=True,
-                harness=harness,
-                harness_args=args,
-                cwd=entry.cwd if entry.cwd is not None else (routing.spawn_workdir or "."),
-                description=entry.description,
-                prompt=entry.prompt,
-                prompt_file=entry.prompt_file,
-                auto_start=entry.auto_start,
-                slack_enabled=entry.slack.enabled,
-                slack_channel=entry.slack.channel,
-            )
-        )
-    return out
+    chosen = harness or routing.default_harness or "claude"
+    return Definition(
+        name=name,
+        declared=declared,
+        harness=chosen,
+        harness_args=tuple(harness_args) if harness_args is not None else launch_args(config, chosen),
+        cwd=cwd if cwd is not None else (routing.spawn_workdir or "."),
+        **given,
+    )
 
 
 def resolve(config: LoadedConfig, name: str) -> Definition | None:
@@ -149,6 +170,7 @@ def resolve(config: LoadedConfig, name: str) -> Definition | None:
         prompt=str(record.get("prompt") or ""),
         auto_start=record.get("autoStart", True) is not False,
         slack_enabled=bool(record.get("slackEnabled")),
+        slack_channel=str(record.get("slackChannel") or ""),  # where its thread is (or is to be) posted
     )
 
 

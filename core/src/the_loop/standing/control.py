@@ -205,11 +205,11 @@ def resolved(config: LoadedConfig, name: str) -> Definition | None:
 
 
 def start_auto(config: LoadedConfig) -> list[dict[str, Any]]:
-    """What ``the-loop start`` does after the services: start every declared ``autoStart`` session."""
+    """What ``the-loop start`` does after the services: start every ``autoStart`` session, declared or created."""
     from the_loop.sessions.tmux import runner_for
-    from the_loop.standing import declared
+    from the_loop.standing import all_names
 
-    wanted = [definition for definition in declared(config) if definition.auto_start]
+    wanted = [d for name in all_names(config) if (d := resolve(config, name)) is not None and d.auto_start]
     if not wanted:
         return []  # tmux is not asked when there is nothing to start
     runner = runner_for(config)
@@ -281,3 +281,68 @@ def listing(config: LoadedConfig) -> list[dict[str, Any]]:
     from the_loop.standing.rows import rows
 
     return rows(config, runner_for(config))
+
+
+def create(config: LoadedConfig, definition: Definition, *, start_now: bool = True) -> list[dict[str, Any]]:
+    """Record a session made at run time (S10): its whole definition, ``stopped``; then start it unless told not
+    to. A start that fails removes the record again, so nothing half-made remains. Raises ValueError for a name
+    that is declared or already recorded."""
+    from the_loop.standing import declared, record_path
+
+    name = definition.name
+    if any(d.name == name for d in declared(config)):
+        raise ValueError(f"{name} is declared under standingSessions.sessions: change it there")
+    if load_record(config, name) is not None:
+        raise ValueError(f"a standing session named {name} already exists (standing delete {name} first)")
+    stamp = now()
+    save_record(
+        config,
+        {
+            "name": name,
+            "harness": definition.harness,
+            "harnessSessionId": None,
+            "cwd": definition.cwd,
+            "tmuxTarget": definition.target,
+            "status": "stopped",
+            "createdAt": stamp,
+            "startedAt": None,
+            "lastMessageAt": None,
+            "slackChannel": definition.slack_channel or None,
+            "slackThread": None,
+            "description": definition.description,
+            "harnessArgs": list(definition.harness_args),
+            "prompt": definition.prompt,
+            "autoStart": definition.auto_start,
+            "slackEnabled": definition.slack_enabled,
+        },
+    )
+    fields = {"standing": name, "harness": definition.harness, "cwd": definition.cwd}
+    events.emit("standing.created", **fields, auto_start=definition.auto_start)
+    created = _row(name, "created")
+    if not start_now:
+        return [created]
+    from the_loop.sessions.tmux import runner_for
+
+    started = start(config, runner_for(config), definition)
+    if started["outcome"] == "failed":
+        record_path(config, name).unlink(missing_ok=True)
+        events.emit("standing.create_failed", level="error", **fields, error=started["detail"])
+    return [created, started]
+
+
+def delete(config: LoadedConfig, name: str) -> list[dict[str, Any]]:
+    """Stop a created session, then remove its record (S11). Raises ValueError for a declared name and
+    LookupError for one nobody recorded."""
+    from the_loop.sessions.tmux import runner_for
+    from the_loop.standing import declared, record_path
+
+    if any(d.name == name for d in declared(config)):
+        raise ValueError(f"{name} is declared under standingSessions.sessions: remove it there")
+    if load_record(config, name) is None:
+        raise LookupError(f"no standing session named {name}")
+    stopped = stop(config, runner_for(config), name)
+    if stopped["outcome"] not in ("stopped", "not-running"):
+        return [stopped]
+    record_path(config, name).unlink(missing_ok=True)
+    events.emit("standing.deleted", standing=name)
+    return [stopped, {**_row(name, "deleted"), "status": "absent"}]
