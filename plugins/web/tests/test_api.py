@@ -254,3 +254,24 @@ def test_standing_sessions_are_listed_started_said_to_and_stopped_through_the_ap
         assert world.api("POST", control, token=world.operator, json=body).status_code == 400
     unknown = world.api("POST", control, token=world.operator, json={"name": "nobody", "action": "start"})
     assert unknown.status_code == 404
+
+
+def test_standing_sessions_are_created_and_deleted_through_the_api(web_world: Any) -> None:
+    world = web_world()
+    base = "/api/v1/standing-sessions"
+    body = {"name": "ops", "prompt": "keep the lights on", "autoStart": False, "start": False}
+    assert world.api("POST", f"{base}/create", json=body).status_code == 403  # a viewer
+    made = world.api("POST", f"{base}/create", token=world.operator, json=body)
+    assert made.status_code == 200, made.text
+    assert [row["outcome"] for row in made.json()["rows"]] == ["created"]
+    row = world.api("GET", f"{base}/one", params={"name": "ops"}).json()
+    assert (row["declared"], row["status"], row["autoStart"]) == (False, "stopped", False)
+    assert world.api("POST", f"{base}/create", token=world.operator, json=body).status_code == 409  # it exists
+    bad = world.api("POST", f"{base}/create", token=world.operator, json={"name": "x", "harnessArgs": "--y"})
+    assert bad.status_code == 400
+    broken = world.api("POST", f"{base}/create", token=world.operator, json={"name": "far", "cwd": "/nonexistent"})
+    assert broken.status_code == 409 and [r["outcome"] for r in broken.json()["rows"]] == ["created", "failed"]
+    assert world.api("GET", f"{base}/one", params={"name": "far"}).status_code == 404  # nothing half-made remains
+    deleted = world.api("POST", f"{base}/delete", token=world.operator, json={"name": "ops"})
+    assert [row["outcome"] for row in deleted.json()["rows"]] == ["not-running", "deleted"], deleted.text
+    assert world.api("POST", f"{base}/delete", token=world.operator, json={"name": "ops"}).status_code == 404

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from the_loop import events
 from the_loop.standing import Definition, load_record, now, parse_ref, resolve, save_record
-from the_loop.standing import valid_name as valid_name  # for the surfaces (toolkit.standing_sessions)
+from the_loop.standing import inherit as inherit  # for the surfaces (toolkit.standing_sessions)
+from the_loop.standing import valid_name as valid_name
 
 if TYPE_CHECKING:
     from the_loop.channels.standing import Sink

@@ -1,8 +1,8 @@
-"""The standing sessions' API (issue-277, S15): list and read them (viewer); start, stop, restart and say (operator).
+"""The standing sessions' API (issue-277, S15): list and read them (viewer); create, delete, start, stop, restart
+and say (operator).
 
 The same calls as ``the-loop standing`` (``toolkit.standing_sessions``), on a worker thread; each change is logged
-as ``web.action`` with the acting principal, who is also the actor ``say`` frames the text with. Creating and
-deleting sessions is not offered here.
+as ``web.action`` with the acting principal, who is also the actor ``say`` frames the text with.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from the_loop_web.auth import Caller
 
 STANDING = f"{API}/standing-sessions"
-OK = ("started", "resumed", "already-running", "stopped", "not-running", "said")
+OK = ("started", "resumed", "already-running", "stopped", "not-running", "said", "created", "deleted")
+_TEXT = ("harness", "cwd", "prompt", "description", "slackChannel")
+_FLAGS = ("slack", "autoStart", "start")
 
 
 async def listing(web: Web, _request: Request) -> Response:
@@ -60,6 +62,47 @@ async def say(web: Web, request: Request) -> Response:
     )
 
 
+async def create(web: Web, request: Request) -> Response:
+    body = await json_body(request)
+    if isinstance(body, Response):
+        return body
+    for key in _TEXT:
+        if body.get(key) is not None and not isinstance(body[key], str):
+            return error(400, f"{key}: a string")
+    for key in _FLAGS:
+        if body.get(key) is not None and not isinstance(body[key], bool):
+            return error(400, f"{key}: true or false")
+    args = body.get("harnessArgs")
+    if args is not None and not (isinstance(args, list) and all(isinstance(arg, str) for arg in args)):
+        return error(400, "harnessArgs: a list of strings")
+    sessions = toolkit.standing_sessions
+
+    def call(name: str) -> list[dict[str, Any]]:
+        definition = sessions.inherit(
+            web.config,
+            name,
+            declared=False,
+            harness=body.get("harness") or None,
+            harness_args=args,
+            cwd=body.get("cwd"),
+            description=body.get("description") or "",
+            prompt=body.get("prompt") or "",
+            auto_start=body.get("autoStart") is not False,
+            slack_enabled=body.get("slack") is True,
+            slack_channel=body.get("slackChannel") or "",
+        )
+        return sessions.create(web.config, definition, start_now=body.get("start") is not False)
+
+    return await _run(web, request, body, "create", call)
+
+
+async def delete(web: Web, request: Request) -> Response:
+    body = await json_body(request)
+    if isinstance(body, Response):
+        return body
+    return await _run(web, request, body, "delete", lambda name: toolkit.standing_sessions.delete(web.config, name))
+
+
 async def _run(web: Web, request: Request, body: dict[str, Any], action: str, call: Any) -> Response:
     """Check the name, run ``call(name)`` off the event loop, log it; 200 when every row went well, else 409."""
     name = body.get("name")
@@ -69,6 +112,8 @@ async def _run(web: Web, request: Request, body: dict[str, Any], action: str, ca
         rows = await run_in_threadpool(call, name)
     except LookupError as exc:
         return error(404, str(exc))
+    except ValueError as exc:  # a declared name, or one that exists: the request cannot be carried out
+        return error(409, str(exc))
     ok = all(row["outcome"] in OK for row in rows)
     caller: Caller = request.state.caller
     events.emit(
