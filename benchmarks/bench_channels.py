@@ -81,7 +81,7 @@ def main() -> None:
             channels.publish(config, "comment.agent", items[n % len(items)], text=f"late {n}")
         server.fake.heal()
         drains, now, started = 0, time.time(), time.perf_counter()
-        while channel_outbox.backlog(config):
+        while channel_outbox.backlog(config.state):
             now += channel_outbox.DRAIN_INTERVAL
             channels.drain(config, now=now)
             drains += 1
