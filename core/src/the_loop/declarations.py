@@ -18,6 +18,7 @@ __all__ = [
     "EventType",
     "Finding",
     "GeneratedPath",
+    "Press",
     "SetupRequest",
     "SetupResult",
     "SetupSpec",
@@ -99,6 +100,21 @@ class Attribute:
     holds: str
     owner: str = "core"
     fields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Press:
+    """A person's press on a control a channel posted (Slack: a button or a menu), in the platform's own ids.
+    ``message_id`` is the message the control answers (a kickoff's ``ts``), ``control_id`` the posted control
+    itself (where the outcome is written back), ``action`` what was pressed (``kickoff-repo``) and ``value`` the
+    option chosen. Kept here with the plain values so :mod:`the_loop.interfaces` stays small."""
+
+    channel_id: str
+    message_id: str
+    control_id: str
+    author_id: str
+    action: str
+    value: str
 
 
 # -------------------------------------------------------------------------------------------------- setup

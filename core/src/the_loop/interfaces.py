@@ -21,6 +21,7 @@ from the_loop.declarations import (
     EventType,
     Finding,
     GeneratedPath,
+    Press,
     SetupRequest,
     SetupResult,
     SetupSpec,
@@ -48,6 +49,7 @@ __all__ = [
     "Launch",
     "Listener",
     "PollSource",
+    "Press",
     "PromptOption",
     "ReadingChannel",
     "ReadyCheck",
@@ -402,6 +404,13 @@ class ReadingChannel(Channel):
     def reply(self, message: InboundMessage, text: str) -> None:
         """Answer in ``message``'s thread, for everyone; may raise."""
         return None
+
+    def ask(self, message: InboundMessage, options: Sequence[str]) -> None:
+        """Post a repository picker in ``message``'s thread (each answer comes back as a :class:`Press`); may raise."""
+        raise ChannelError(f"the {self.name} channel cannot ask")
+
+    def settle(self, press: Press, text: str) -> None:
+        """Write ``text`` (how the press fared) over the pressed control; best-effort, may raise."""
 
 
 # ---------------------------------------------------------------------------------------- harness adapter
