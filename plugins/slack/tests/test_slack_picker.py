@@ -99,7 +99,10 @@ def test_d22_a_picker_is_posted_another_member_is_refused_and_two_presses_open_o
     [actions] = [b for b in posted["blocks"] if b["type"] == "actions"]
     ids = [(e["action_id"], e["value"]) for e in actions["elements"]]
     assert ids == [(f"the-loop:kickoff-repo:{i}", repo) for i, repo in enumerate(REPOS)]  # ≤5: buttons
+    from the_loop.state import PENDING_FIELDS
+
     assert ts in _pending(loop) and _pending(loop)[ts]["author"] == DANA
+    assert tuple(_pending(loop)[ts]) == PENDING_FIELDS  # exactly the declared shape
     [asked] = loop.events("channel.kickoff_asked")
     assert asked["message"] == ts and asked["options"] == 3 and "text" not in asked
     assert "kickoff-no-target" not in drops(loop)

@@ -51,7 +51,7 @@ def park(config: LoadedConfig, name: str, message: InboundMessage, text: str, op
         pending = _pending(data)
         if message.message_id in pending:
             return False
-        pending[message.message_id] = {
+        pending[message.message_id] = {  # the declared shape: state.PENDING_FIELDS
             "channel": message.channel_id,
             "author": message.author_id,
             "text": text,

@@ -157,7 +157,8 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "channels/<name>.json",
         False,
-        "per channel (slack.json): the read cursor of every thread, and the keys of events already published",
+        "per channel (slack.json): the read cursor of every thread, the keys of events already published, and the "
+        "kickoff questions waiting for a repository (pending)",
         "a ledger of what this machine read; the threads it names are in the operator's own workspace",
     ),
     GeneratedPath(
@@ -179,6 +180,8 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
 COLLABORATOR_FIELDS = ("login", "slack", "addedBy", "addedAt", "source", "note")
 CHANNEL_DECLARATION_FIELDS = ("ref", "type", "target", "listen", "addedBy", "addedAt", "source", "note")
 CONVERSATION_FIELDS = ("channel", "thread", "mode", "opened", "origin", "permalink")
+# One kickoff question of ``channels/<name>.json`` ``pending[<message ts>]`` (the repository picker), at most 50.
+PENDING_FIELDS = ("channel", "author", "text", "options", "asked")
 
 ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("repository", "version", "derived", "the file's shape (1)"),
