@@ -253,3 +253,33 @@ def test_in_poll_mode_there_is_no_picker_only_the_fixed_refusal(kick: tuple[Loop
     assert "names no repository and no default is set" in answer
     assert drops(loop)[-1] == "kickoff-no-target" and not _pending(loop)
     assert not loop.events("channel.kickoff_asked")
+
+
+def test_a_resolved_kickoff_with_files_names_them_and_fetches_nothing(kick: tuple[Loop, FakeGitHub]) -> None:
+    loop, gh = kick
+    baseline(loop)
+    shared = loop.server.add_file("F9", "screen.png", b"pixels", "image/png")
+    loop.slack.add_message(CHANNEL, user=DANA, text="slim-gym: layout broken", files=[shared])
+    assert loop.poll()["kickoff_created"] == 1
+    [item] = gh.items.values()
+    assert "screen.png (https://example.slack.com/files/F9)" in item.body and item.title == "layout broken"
+    assert not loop.slack.downloads
+
+
+def test_a_press_on_another_control_or_a_payload_without_ids_is_no_kickoff_press() -> None:
+    from the_loop_slack.picker import press_of
+
+    base = {
+        "type": "block_actions",
+        "user": {"id": DANA},
+        "channel": {"id": CHANNEL},
+        "container": {"message_ts": "2.0"},
+        "message": {"ts": "2.0", "thread_ts": "1.0"},
+    }
+    pick = {"action_id": "the-loop:kickoff-repo:1", "value": "octo/api"}
+    assert press_of({**base, "actions": [pick]}) == Press(CHANNEL, "1.0", "2.0", DANA, "kickoff-repo", "octo/api")
+    select = {"action_id": "the-loop:kickoff-repo", "selected_option": {"value": "acme/api"}}
+    assert press_of({**base, "actions": [select]}).value == "acme/api"  # type: ignore[union-attr]
+    assert press_of({**base, "actions": [{"action_id": "the-loop:approve", "value": "approved"}]}) is None
+    assert press_of({**base, "message": {"ts": "2.0"}, "actions": [pick]}) is None  # no kickoff thread
+    assert press_of({"type": "view_submission"}) is None

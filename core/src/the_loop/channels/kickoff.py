@@ -3,6 +3,8 @@
 The claim (the ``channel:<id>`` cursor in ``channels/<name>.json``) is taken under the channel lock before anything
 else, so a retry never opens a second issue. Nothing from the message becomes an argument but the words of the
 issue: the repository comes from the declared set, and refusals echo only the quoted prefix and declared names.
+Where a press can reach this instance, a message naming no usable repository is asked about instead (the picker:
+its questions in :mod:`~the_loop.channels.picker`, the answer in :func:`answer`); files are named, never fetched.
 """
 
 from __future__ import annotations
