@@ -3,6 +3,7 @@ against the fake Slack, real PyGithub against the fake GitHub."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -84,10 +85,10 @@ def _pending(loop: Loop) -> dict[str, Any]:
     return _shared(loop.config, "slack").get("pending") or {}
 
 
-def _press(loop: Loop, ts: str, user: str, value: str) -> None:
+def _press(loop: Loop, posted: dict[str, Any], user: str, value: str) -> None:
     socket = loop.server.socket
     assert socket is not None
-    assert socket.wait_acked(socket.press(CHANNEL, _picker(loop, ts), user, value))
+    assert socket.wait_acked(socket.press(CHANNEL, posted, user, value))
 
 
 def test_d22_a_picker_is_posted_another_member_is_refused_and_two_presses_open_one_issue(
@@ -95,7 +96,7 @@ def test_d22_a_picker_is_posted_another_member_is_refused_and_two_presses_open_o
 ) -> None:
     loop, gh = socket_kick
     ts = _push(loop, "flaky teardown on CI")
-    posted = _picker(loop, ts)
+    posted = copy.deepcopy(_picker(loop, ts))  # as the members saw it: a second press may race the first's update
     [actions] = [b for b in posted["blocks"] if b["type"] == "actions"]
     ids = [(e["action_id"], e["value"]) for e in actions["elements"]]
     assert ids == [(f"the-loop:kickoff-repo:{i}", repo) for i, repo in enumerate(REPOS)]  # ≤5: buttons
@@ -107,12 +108,12 @@ def test_d22_a_picker_is_posted_another_member_is_refused_and_two_presses_open_o
     assert asked["message"] == ts and asked["options"] == 3 and "text" not in asked
     assert "kickoff-no-target" not in drops(loop)
 
-    _press(loop, ts, ERIN, "octo/api")
+    _press(loop, posted, ERIN, "octo/api")
     wait_for(lambda: "not-your-kickoff" in drops(loop), timeout=10)
     assert ts in _pending(loop) and not gh.calls("POST")
 
-    _press(loop, ts, DANA, "octo/api")
-    _press(loop, ts, DANA, "octo/api")
+    _press(loop, posted, DANA, "octo/api")
+    _press(loop, posted, DANA, "octo/api")
     wait_for(lambda: "no-pending-kickoff" in drops(loop), timeout=10)
     assert [v.title for k, v in gh.items.items() if k[0] == "octo/api"] == ["flaky teardown on CI"]  # once
     assert len(gh.items) == 1 and ts not in _pending(loop)
@@ -139,7 +140,7 @@ def test_more_than_five_repositories_are_one_select_and_a_kickoff_with_files_nam
     [select] = actions["elements"]
     assert select["type"] == "static_select" and select["action_id"] == "the-loop:kickoff-repo"
     assert [o["value"] for o in select["options"]] == MANY
-    _press(loop, ts, DANA, "octo/r2")
+    _press(loop, _picker(loop, ts), DANA, "octo/r2")
     wait_for(lambda: loop.events("channel.created"), timeout=10)
     [item] = [v for k, v in gh.items.items() if k[0] == "octo/r2"]
     assert item.title == "broken build"
