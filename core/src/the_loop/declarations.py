@@ -1,13 +1,14 @@
 """What a plugin declares, as plain values: a command, a config section, a setup step, an event type, a generated
-path, a record attribute. Core wires each up lazily (a command by import string, a section by its model). This
-module imports nothing of core, so the state layout and the event log declare their own entries with it; plugins
-reach the same classes through :mod:`the_loop.interfaces`.
+path, a record attribute, a service. Core wires each up lazily (a command by import string, a section by its
+model). This module imports nothing of core, so the state layout and the event log declare their own entries
+with it; plugins reach the same classes through :mod:`the_loop.interfaces`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "EventType",
     "Finding",
     "GeneratedPath",
+    "Press",
+    "ServiceSpec",
     "SetupRequest",
     "SetupResult",
     "SetupSpec",
@@ -101,6 +104,21 @@ class Attribute:
     fields: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Press:
+    """A person's press on a control a channel posted (Slack: a button or a menu), in the platform's own ids.
+    ``message_id`` is the message the control answers (a kickoff's ``ts``), ``control_id`` the posted control
+    itself (where the outcome is written back), ``action`` what was pressed (``kickoff-repo``) and ``value`` the
+    option chosen. Kept here with the plain values so :mod:`the_loop.interfaces` stays small."""
+
+    channel_id: str
+    message_id: str
+    control_id: str
+    author_id: str
+    action: str
+    value: str
+
+
 # -------------------------------------------------------------------------------------------------- setup
 
 
@@ -141,3 +159,22 @@ class SetupResult:
     def refused(cls, finding: Finding) -> SetupResult:
         """Nothing to write, for this one reason."""
         return cls(findings=[finding], notes=[f"[!] {finding.problem}", f"     fix: {finding.remedy}"], usable=False)
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A long-running process `the-loop start` manages. ``run`` is ``"module:function"``, called with a
+    :class:`ServiceContext`; ``problems`` names each missing credential or contradictory setting (the service
+    then refuses to start and ``status`` shows why)."""
+
+    name: str
+    enabled: bool
+    enabled_by: str
+    pidfile: Path
+    logfile: Path
+    run: str
+    problems: tuple[str, ...] = ()
+    owner: str = "core"
+    ingress: bool = False  # takes events in: it runs the router, the web terminal and the tmux preflight
+    url: str = ""  # where a served service answers (status shows it and asks ``url + health``)
+    health: str = ""  # the path of its health route, asked only while it runs

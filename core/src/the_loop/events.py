@@ -195,6 +195,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("channel.reply_received", "an authorized reply was claimed into the inbox (kind, channel, thread, message)"),
     _t("channel.created", "a kickoff message opened a new work item, bound to its thread (repository, outcome)"),
     _t("channel.create_failed", "a kickoff could not open its work item: dropped create-failed"),
+    _t("channel.kickoff_asked", "a kickoff naming no usable repository got a repository picker (options: count)"),
     _t("channel.dropped", "a channel message was not taken as input; reason says why (unauthorized-actor, …)"),
     _t("channel.mirrored", "a reply was recorded on the ticket (kind: work-item.reply marked, control.command)"),
     _t("channel.mirror_failed", "recording a reply on the ticket failed"),

@@ -21,6 +21,8 @@ from the_loop.declarations import (
     EventType,
     Finding,
     GeneratedPath,
+    Press,
+    ServiceSpec,
     SetupRequest,
     SetupResult,
     SetupSpec,
@@ -48,6 +50,7 @@ __all__ = [
     "Launch",
     "Listener",
     "PollSource",
+    "Press",
     "PromptOption",
     "ReadingChannel",
     "ReadyCheck",
@@ -113,25 +116,6 @@ class ServiceContext:
     def current_config(self) -> Config:
         """The config in force now: reloaded when the file's content changed (issue-222), else ``config``."""
         return self.latest() if self.latest is not None else self.config
-
-
-@dataclass(frozen=True)
-class ServiceSpec:
-    """A long-running process `the-loop start` manages. ``run`` is ``"module:function"``, called with a
-    :class:`ServiceContext`; ``problems`` names each missing credential or contradictory setting (the service
-    then refuses to start and ``status`` shows why)."""
-
-    name: str
-    enabled: bool
-    enabled_by: str
-    pidfile: Path
-    logfile: Path
-    run: str
-    problems: tuple[str, ...] = ()
-    owner: str = "core"
-    ingress: bool = False  # takes events in: it runs the router, the web terminal and the tmux preflight
-    url: str = ""  # where a served service answers (status shows it and asks ``url + health``)
-    health: str = ""  # the path of its health route, asked only while it runs
 
 
 # ------------------------------------------------------------------------------------------------ ingress
@@ -407,6 +391,13 @@ class ReadingChannel(Channel):
     def reply(self, message: InboundMessage, text: str) -> None:
         """Answer in ``message``'s thread, for everyone; may raise."""
         return None
+
+    def ask(self, message: InboundMessage, options: Sequence[str]) -> None:
+        """Post a repository picker in ``message``'s thread (each answer comes back as a :class:`Press`); may raise."""
+        raise ChannelError(f"the {self.name} channel cannot ask")
+
+    def settle(self, press: Press, text: str) -> None:
+        """Write ``text`` (how the press fared) over the pressed control; best-effort, may raise."""
 
 
 # ---------------------------------------------------------------------------------------- harness adapter

@@ -137,10 +137,22 @@ class FakeSlack:
             return 200, {}, {"ok": True, "channel": channel}
         ts = self.next_ts()
         message = {"type": "message", "ts": ts, "text": params.get("text", ""), "user": BOT_USER, "bot_id": "BBOT0001"}
+        if params.get("blocks"):
+            blocks = params["blocks"]
+            message["blocks"] = json.loads(blocks) if isinstance(blocks, str) else blocks
         if params.get("thread_ts"):
             message["thread_ts"] = params["thread_ts"]
         self.channels.setdefault(channel, []).append(message)
         return 200, {}, {"ok": True, "channel": channel, "ts": ts, "message": message}
+
+    def api_chat_update(self, params: dict[str, Any], token: str) -> Any:
+        """A posted message rewritten (a press's outcome on a picker): its text and blocks replaced."""
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        found = next((m for m in self.channels.get(channel, []) if m["ts"] == ts), None)
+        if found is None:
+            return 200, {}, {"ok": False, "error": "message_not_found"}
+        found.update(text=params.get("text", ""), blocks=params.get("blocks") or [])
+        return 200, {}, {"ok": True, "channel": channel, "ts": ts}
 
     def api_chat_postEphemeral(self, params: dict[str, Any], token: str) -> Any:
         return 200, {}, {"ok": True, "message_ts": self.next_ts()}
@@ -346,6 +358,30 @@ class SocketServer:
             {"envelope_id": envelope_id, "type": kind, "payload": payload, "accepts_response_payload": False}
         )
         return envelope_id
+
+    def press(self, channel: str, posted: dict[str, Any], user: str, value: str, *, envelope_id: str = "") -> str:
+        """A member pressing the control on ``posted`` (a bot message in ``channel`` with an actions block) that
+        carries ``value``: a ``block_actions`` envelope, as Slack sends it over Socket Mode."""
+        [actions] = [block for block in posted["blocks"] if block["type"] == "actions"]
+        elements = actions["elements"]
+        if elements[0]["type"] == "static_select":
+            action = {
+                "action_id": elements[0]["action_id"],
+                "type": "static_select",
+                "selected_option": {"value": value},
+            }
+        else:  # the button offering ``value``, or (a forged value) the first button's id
+            button = next((e for e in elements if e["value"] == value), elements[0])
+            action = {"action_id": button["action_id"], "type": "button", "value": value}
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user},
+            "channel": {"id": channel},
+            "container": {"type": "message", "message_ts": posted["ts"], "channel_id": channel},
+            "message": {"ts": posted["ts"], "thread_ts": posted.get("thread_ts", "")},
+            "actions": [action],
+        }
+        return self.send_event(payload, envelope_id=envelope_id, kind="interactive")
 
     def wait_acked(self, envelope_id: str, timeout: float = 10.0) -> bool:
         deadline = time.monotonic() + timeout

@@ -20,7 +20,8 @@ registers a :class:`~the_loop.interfaces.Channel` and does transport and renderi
 Events carry ids (work item, channel, thread, message), never message text or tokens.
 
 The parts: :mod:`~the_loop.channels.conversations` (lookup, binding, opening), :mod:`~the_loop.channels.publish`,
-:mod:`~the_loop.channels.read`, :mod:`~the_loop.channels.ticket` (scrubbing, mirroring),
+:mod:`~the_loop.channels.read`, :mod:`~the_loop.channels.kickoff` (a message opens an issue) with its
+:mod:`~the_loop.channels.picker` (the repository question), :mod:`~the_loop.channels.ticket` (scrubbing, mirroring),
 :mod:`~the_loop.channels.background`; the router's side is :mod:`the_loop.routing.replies`.
 """
 
@@ -44,6 +45,7 @@ from the_loop.channels.conversations import (
     open_for_start,
     state_path,
 )
+from the_loop.channels.kickoff import answer as answer_press
 from the_loop.channels.publish import drain, publish
 from the_loop.channels.read import accept, cursor, dedupe_key, find_ref, listen, newer, read_cycle, without_bot
 from the_loop.channels.ticket import ENVELOPE, defang, envelope, mirror_text, scrub
@@ -57,6 +59,7 @@ __all__ = [
     "PUBLISHED_CAP",
     "REPLY_KIND",
     "accept",
+    "answer_press",
     "binding",
     "bindings",
     "channel_named",

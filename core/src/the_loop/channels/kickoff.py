@@ -3,6 +3,8 @@
 The claim (the ``channel:<id>`` cursor in ``channels/<name>.json``) is taken under the channel lock before anything
 else, so a retry never opens a second issue. Nothing from the message becomes an argument but the words of the
 issue: the repository comes from the declared set, and refusals echo only the quoted prefix and declared names.
+Where a press can reach this instance, a message naming no usable repository is asked about instead (the picker:
+its questions in :mod:`~the_loop.channels.picker`, the answer in :func:`answer`); files are named, never fetched.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from the_loop import control, events
+from the_loop.channels import picker
+from the_loop.channels.attachments import mirror_names
 from the_loop.channels.conversations import PROCESSED_SUBTYPES, _lock, _shared, bindings, label, state_path
 from the_loop.channels.inbound import acknowledge, drop, newer
 from the_loop.channels.ticket import envelope, scrub
-from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
+from the_loop.interfaces import ChannelError, InboundMessage, Press, ReadingChannel
 from the_loop.state import StateError, atomic_write_json, locked
 
 if TYPE_CHECKING:
@@ -27,6 +31,8 @@ TITLE_LIMIT = 80
 LISTED = 12
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _PREFIX = re.compile(rf"^\s*({_SEGMENT}(?:/{_SEGMENT}){{0,2}}):(?:\s+|$)(.*)$", re.DOTALL)
+PICKED = "kickoff-repo"  # the action of a press on the repository picker
+clock: Callable[[], float] = time.time  # a test seam for the picker's TTL
 
 
 def settings(channel: ReadingChannel) -> dict[str, Any]:
@@ -198,15 +204,27 @@ def _kick(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage
     found = settings(channel)
     declared = list(config.core.repositories)
     outcome, repository, prefix, rest = resolve(text, declared, str(found.get("repo") or ""))
+    rest += mirror_names(message.files)  # a kickoff names its files, never fetches them
     if outcome not in ("resolved", "fallback"):
+        options = picker.options_for(channel, outcome, declared)
+        if options:
+            return _ask(config, channel, message, rest, options)
         try:
             channel.reply(message, refusal(outcome, prefix, declared))
         except Exception as exc:
             events.emit("channel.post_failed", level="warning", channel=channel.name, error=type(exc).__name__)
         acknowledge(channel, message, "error")
         return drop(channel, message, f"kickoff-{outcome}")
+    return open_issue(config, channel, message, repository, rest, outcome)[0]
+
+
+def open_issue(
+    config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, repository: str, text: str, outcome: str
+) -> tuple[str, str]:
+    """The issue a kickoff opens in ``repository`` (resolved, or picked): bound to the message's thread, linked in
+    a reply; ("created", its ref) or ("create-failed", "")."""
     try:
-        ref = _create(config, channel, message, repository, rest, list(found.get("labels") or []))
+        ref = _create(config, channel, message, repository, text, list(settings(channel).get("labels") or []))
     except Exception as exc:
         events.emit(
             "channel.create_failed",
@@ -217,7 +235,7 @@ def _kick(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage
             error=f"{type(exc).__name__}: {exc}"[:300],
         )
         acknowledge(channel, message, "error")
-        return drop(channel, message, "create-failed", level="warning")
+        return drop(channel, message, "create-failed", level="warning"), ""
     bound = {
         "channel": message.channel_id,
         "thread": message.message_id,
@@ -243,7 +261,68 @@ def _kick(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage
         author=message.author_id,
     )
     acknowledge(channel, message, "completed")
-    return "created"
+    return "created", str(ref)
+
+
+def _ask(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, text: str, options: list[str]) -> str:
+    """Park the question, then post the picker; a question that could not be posted is forgotten."""
+    try:
+        if not picker.park(config, channel.name, message, text, options):
+            return drop(channel, message, "kickoff-already-asked", level="debug")
+    except (StateError, OSError) as exc:
+        events.emit("channel.claim_failed", level="error", channel=channel.name, error=str(exc))
+        return "claim-failed"
+    try:
+        channel.ask(message, options)
+    except Exception as exc:
+        picker.forget(config, channel.name, message.message_id)
+        events.emit("channel.post_failed", level="warning", channel=channel.name, error=type(exc).__name__)
+        acknowledge(channel, message, "error")
+        return drop(channel, message, "kickoff-ask-failed", level="warning")
+    events.emit(
+        "channel.kickoff_asked",
+        channel=channel.name,
+        channel_id=message.channel_id,
+        message=message.message_id,
+        author=message.author_id,
+        options=len(options),
+    )
+    return "asked"
+
+
+def answer(config: LoadedConfig, channel: ReadingChannel, press: Press) -> str:
+    """A press on the repository picker: refused (each a ``channel.dropped``) unless the grant is still held, the
+    presser is allow-listed and wrote the kickoff, its question is live and the repository was offered and is still
+    declared; the question is popped before the issue is created (issue-349) and restored if creation fails."""
+    pressed = InboundMessage(press.channel_id, press.message_id, press.message_id, press.author_id, "")
+    if press.action != PICKED:
+        return drop(channel, pressed, "unmapped", level="debug")
+    if CREATE_KIND not in channel.granted():
+        return drop(channel, pressed, "unpublishable-event")
+    if not control.is_principal(control.principals(config), channel.name, press.author_id):
+        return drop(channel, pressed, "unauthorized-actor", level="warning")
+    declared = list(config.core.repositories)
+    try:
+        refused, record = picker.claim(
+            config, channel.name, press.message_id, press.author_id, press.value, declared, clock()
+        )
+    except (StateError, OSError) as exc:
+        events.emit("channel.claim_failed", level="error", channel=channel.name, error=str(exc))
+        return "claim-failed"
+    if refused:
+        return drop(channel, pressed, refused, level="warning" if refused == "not-your-kickoff" else "info")
+    kickoff = InboundMessage(
+        str(record.get("channel") or press.channel_id), press.message_id, press.message_id, press.author_id, ""
+    )
+    outcome, ref = open_issue(config, channel, kickoff, press.value, str(record.get("text") or ""), "picked")
+    if outcome != "created":
+        picker.restore(config, channel.name, press.message_id, record)
+        return outcome
+    try:
+        channel.settle(press, f"the-loop opened {ref} in `{press.value}`")
+    except Exception as exc:
+        events.emit("channel.post_failed", level="warning", channel=channel.name, work_item=ref, error=str(exc))
+    return outcome
 
 
 def _create(

@@ -46,6 +46,9 @@ from the_loop.state.declared import (
 from the_loop.state.declared import (
     GENERATED_PATHS as GENERATED_PATHS,
 )
+from the_loop.state.declared import (
+    PENDING_FIELDS as PENDING_FIELDS,
+)
 
 LAYOUT_VERSION = 1
 

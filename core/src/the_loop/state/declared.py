@@ -158,8 +158,9 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
         "channels/<name>.json",
         False,
         "per channel (slack.json): the read cursor of every thread (and of a room or the central channel, "
-        "channel:<id>), the keys of events already published, and under conversations the threads no work item "
-        "owns (a standing session's, keyed standing:<name>)",
+        "channel:<id>), the keys of events already published, the kickoff questions waiting for a repository "
+        "(pending), and under conversations the threads no work item owns (a standing session's, keyed "
+        "standing:<name>)",
         "a ledger of what this machine read; the threads it names are in the operator's own workspace",
     ),
     GeneratedPath(
@@ -181,6 +182,8 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
 COLLABORATOR_FIELDS = ("login", "slack", "addedBy", "addedAt", "source", "note")
 CHANNEL_DECLARATION_FIELDS = ("ref", "type", "target", "listen", "addedBy", "addedAt", "source", "note")
 CONVERSATION_FIELDS = ("channel", "thread", "mode", "opened", "origin", "permalink")
+# One kickoff question of ``channels/<name>.json`` ``pending[<message ts>]`` (the repository picker), at most 50.
+PENDING_FIELDS = ("channel", "author", "text", "options", "asked")
 
 ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("repository", "version", "derived", "the file's shape (1)"),

@@ -11,10 +11,10 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from the_loop.interfaces import ChannelError, ChannelMessage, InboundMessage, ReadingChannel
+from the_loop.interfaces import ChannelError, ChannelMessage, InboundMessage, Press, ReadingChannel
 
 if TYPE_CHECKING:
     import httpx
@@ -395,15 +395,38 @@ class SlackChannel(ReadingChannel):
     def reply(self, message: InboundMessage, text: str) -> None:
         self._call(self.client().chat_postMessage, channel=message.channel_id, thread_ts=message.message_id, text=text)
 
+    def ask(self, message: InboundMessage, options: Sequence[str]) -> None:
+        from the_loop_slack.picker import QUESTION, blocks
+
+        self._call(
+            self.client().chat_postMessage,
+            channel=message.channel_id,
+            thread_ts=message.message_id,
+            text=QUESTION,
+            blocks=blocks(options),
+        )
+
+    def settle(self, press: Press, text: str) -> None:
+        """The picker's message rewritten with the outcome, its controls gone (``chat.update``)."""
+        section = {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+        self._call(
+            self.client().chat_update, channel=press.channel_id, ts=press.control_id, text=text, blocks=[section]
+        )
+
     def listen(
         self,
         sink: Callable[[InboundMessage], str],
         should_stop: Callable[[], bool],
         connected: Callable[[], None] = lambda: None,
     ) -> None:
+        from the_loop.toolkit import channels
         from the_loop_slack.listener import run_socket_mode
 
-        run_socket_mode(self, sink, should_stop, connected)
+        # Core's listen() hands over only a message sink, so a press goes to core's picker from here.
+        def press_sink(press: Press) -> str:
+            return channels.answer_press(self.config, self, press)
+
+        run_socket_mode(self, sink, should_stop, connected, press_sink)
 
     def missing_scopes(self) -> list[str]:
         """The bot scopes this configuration needs that ``auth.test`` says the token lacks (issue-362: a DM that

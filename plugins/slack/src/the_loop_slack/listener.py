@@ -2,8 +2,10 @@
 
 Each ``events_api`` envelope carrying a message is handed to core's claim (inbox write + cursor advance under one
 flock) and acknowledged after it — also when handling raised, so one bad envelope is never redelivered forever;
-only a claim that stored nothing leaves the envelope unacknowledged, for Slack to send again. ``interactive`` and
-``slash_commands`` envelopes are acknowledged and ignored (buttons and commands are later); other types are ignored.
+only a claim that stored nothing leaves the envelope unacknowledged, for Slack to send again. An ``interactive``
+envelope is acknowledged first (Slack wants it within 3 s; core's claim makes a redelivered press harmless) and a
+press on the kickoff repository picker then goes to ``press_sink``; other presses and ``slash_commands`` are
+acknowledged and ignored (later); other types are ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from the_loop import events
-from the_loop.interfaces import InboundMessage, ServiceContext
+from the_loop.interfaces import InboundMessage, Press, ServiceContext
 
 if TYPE_CHECKING:
     from slack_sdk.socket_mode.request import SocketModeRequest
@@ -38,12 +40,25 @@ def message_of(request: SocketModeRequest) -> InboundMessage | None:
     return inbound(str(event["channel"]), event)
 
 
-def handler(sink: Callable[[InboundMessage], str]) -> Callable[[Any, SocketModeRequest], None]:
+def handler(
+    sink: Callable[[InboundMessage], str], press_sink: Callable[[Press], str] | None = None
+) -> Callable[[Any, SocketModeRequest], None]:
     """The per-envelope listener: claim first, then acknowledge (see the module docstring)."""
     from slack_sdk.socket_mode.response import SocketModeResponse
 
+    from the_loop_slack.picker import press_of
+
     def on_request(client: Any, request: SocketModeRequest) -> None:
         if request.type not in ACKED_TYPES:
+            return
+        if request.type == "interactive":
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+            try:
+                press = press_of(request.payload or {})
+                if press is not None and press_sink is not None:
+                    press_sink(press)
+            except Exception as exc:
+                events.emit("channel.handler_failed", level="error", channel="slack", error=f"{type(exc).__name__}")
             return
         outcome = "ignored"
         try:
@@ -91,6 +106,7 @@ def run_socket_mode(
     sink: Callable[[InboundMessage], str],
     should_stop: Callable[[], bool],
     connected: Callable[[], None] = lambda: None,
+    press_sink: Callable[[Press], str] | None = None,
 ) -> None:
     from slack_sdk.socket_mode.builtin import SocketModeClient
 
@@ -102,7 +118,7 @@ def run_socket_mode(
         logger=guarded_logger("the_loop_slack.socket"),
         concurrency=1,  # envelopes in arrival order
     )
-    client.socket_mode_request_listeners.append(handler(sink))
+    client.socket_mode_request_listeners.append(handler(sink, press_sink))
     client.on_message_listeners.append(on_hello(connected, channel))
     client.connect()
     try:
