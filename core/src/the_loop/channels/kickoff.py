@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from the_loop import control, events
 from the_loop.channels import picker
 from the_loop.channels.attachments import mirror_names
-from the_loop.channels.conversations import PROCESSED_SUBTYPES, _lock, _shared, bindings, label, state_path
-from the_loop.channels.inbound import acknowledge, drop, newer
+from the_loop.channels.conversations import PROCESSED_SUBTYPES, _lock, bindings, label
+from the_loop.channels.inbound import acknowledge, advance_shared, drop, newer, shared_cursor
 from the_loop.channels.ticket import envelope, scrub
 from the_loop.interfaces import ChannelError, InboundMessage, Press, ReadingChannel
-from the_loop.state import StateError, atomic_write_json, locked
+from the_loop.state import StateError, locked
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
@@ -103,24 +103,20 @@ def _key(conversation: str) -> str:
 
 def _claim(config: LoadedConfig, name: str, message: InboundMessage) -> bool:
     """Advance the central cursor to the message (under the channel lock); False when it was already read."""
+    key = _key(message.channel_id)
     with locked(_lock(config, name)):
-        data = _shared(config, name)
-        cursors = data.get("cursors") if isinstance(data.get("cursors"), dict) else {}
-        if not newer(message.message_id, str(cursors.get(_key(message.channel_id)) or "")):
+        if not newer(message.message_id, shared_cursor(config, name, key)):
             return False
-        cursors[_key(message.channel_id)] = message.message_id
-        data["cursors"] = cursors
-        atomic_write_json(state_path(config, name), data)
+        advance_shared(config, name, key, message.message_id)
     return True
 
 
 def _baseline(config: LoadedConfig, name: str, conversation: str, newest: str) -> None:
+    """Record where the central conversation stands on first sight (a cursor already there is kept)."""
+    key = _key(conversation)
     with locked(_lock(config, name)):
-        data = _shared(config, name)
-        cursors = data.get("cursors") if isinstance(data.get("cursors"), dict) else {}
-        cursors.setdefault(_key(conversation), newest)
-        data["cursors"] = cursors
-        atomic_write_json(state_path(config, name), data)
+        if not shared_cursor(config, name, key):
+            advance_shared(config, name, key, newest)
 
 
 def read(config: LoadedConfig, channel: ReadingChannel, bot: str) -> dict[str, int]:
@@ -130,7 +126,7 @@ def read(config: LoadedConfig, channel: ReadingChannel, bot: str) -> dict[str, i
     if not found or CREATE_KIND not in channel.granted():
         return {}
     conversation = str(found["conversation"])
-    after = str((_shared(config, channel.name).get("cursors") or {}).get(_key(conversation)) or "")
+    after = shared_cursor(config, channel.name, _key(conversation))
     try:
         messages = channel.read_top_level(conversation, after)
     except Exception as exc:
