@@ -365,11 +365,13 @@ class ReadingChannel(Channel):
         sink: Callable[[InboundMessage], str],
         should_stop: Callable[[], bool],
         connected: Callable[[], None] = lambda: None,
+        pressed: Callable[[Press], str] | None = None,
     ) -> None:
         """Receive messages as they are written until ``should_stop()``. Each goes to ``sink`` (core's claim)
         first, and the platform's delivery is acknowledged after it returned, or raised; it answers
         ``claim-failed`` when nothing was stored, and that delivery is then left unacknowledged for a retry.
-        Call ``connected()`` each time a connection is (re)established: core then reads what was missed."""
+        Call ``connected()`` each time a connection is (re)established: core then reads what was missed. A press
+        on a control :meth:`ask` posted goes to ``pressed``."""
         raise ChannelError(f"{self.name} cannot listen")
 
     def acknowledge(self, message: InboundMessage, state: Literal["received", "completed", "error"]) -> None:

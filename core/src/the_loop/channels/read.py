@@ -31,7 +31,7 @@ from the_loop.channels.inbound import (
     without_bot,
 )
 from the_loop.channels.ticket import _HTML_COMMENT, envelope
-from the_loop.interfaces import ChannelError, InboundMessage, ReadingChannel
+from the_loop.interfaces import ChannelError, InboundMessage, Press, ReadingChannel
 from the_loop.refs import parse_ref
 from the_loop.state import StateError, locked
 
@@ -334,7 +334,14 @@ def listen(
             events.emit("channel.handler_failed", level="error", channel=channel.name, error=f"{exc}"[:500])
             return "error"
 
-    channel.listen(sink, should_stop, connected.set)
+    def pressed(press: Press) -> str:  # a press on the kickoff picker
+        try:
+            return kickoff.answer(config, channel, press)
+        except Exception as exc:
+            events.emit("channel.handler_failed", level="error", channel=channel.name, error=f"{exc}"[:500])
+            return "error"
+
+    channel.listen(sink, should_stop, connected.set, pressed)
 
 
 def _relay_command(config: LoadedConfig, channel: ReadingChannel, message: InboundMessage, ref: str, text: str) -> None:

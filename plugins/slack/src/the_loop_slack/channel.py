@@ -418,15 +418,11 @@ class SlackChannel(ReadingChannel):
         sink: Callable[[InboundMessage], str],
         should_stop: Callable[[], bool],
         connected: Callable[[], None] = lambda: None,
+        pressed: Callable[[Press], str] | None = None,
     ) -> None:
-        from the_loop.toolkit import channels
         from the_loop_slack.listener import run_socket_mode
 
-        # Core's listen() hands over only a message sink, so a press goes to core's picker from here.
-        def press_sink(press: Press) -> str:
-            return channels.answer_press(self.config, self, press)
-
-        run_socket_mode(self, sink, should_stop, connected, press_sink)
+        run_socket_mode(self, sink, should_stop, connected, pressed)
 
     def missing_scopes(self) -> list[str]:
         """The bot scopes this configuration needs that ``auth.test`` says the token lacks (issue-362: a DM that
