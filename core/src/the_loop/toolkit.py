@@ -51,6 +51,7 @@ EXPORTS: dict[str, str] = {
     "channels": "the_loop.channels",
     "outbox": "the_loop.channels.outbox",
     "run_in_foreground": "the_loop.daemon:run",
+    "fetch_guarded": "the_loop.channels.attachments:fetch_guarded",  # an attachment, by hand, host by host
     "standing_sink": "the_loop.standing.control:sink",  # where a standing session's thread delivers
     "standing_sessions": "the_loop.standing.control",  # listing, act (start|stop|restart), say_to
     # A control surface of its own (the web plugin): one HTTP server stack, and an operator's actions and views.
@@ -71,6 +72,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
         control,  # noqa: F401
     )
     from the_loop.channels import outbox  # noqa: F401
+    from the_loop.channels.attachments import fetch_guarded  # noqa: F401
     from the_loop.config import harness_args  # noqa: F401
     from the_loop.control import claims  # noqa: F401
     from the_loop.daemon import run as run_in_foreground  # noqa: F401

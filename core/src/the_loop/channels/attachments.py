@@ -1,34 +1,39 @@
-"""Files attached to a channel reply (issue-416): fetched only once the reply is being delivered into a live
-session — after every refusal — saved as opaque bytes under ``local/attachments/<slug>/`` and named to the pane.
+"""Files attached to a channel reply or a ticket comment (issue-416): fetched only once the message is being
+delivered into a live session — after every refusal — saved as opaque bytes under ``local/attachments/<slug>/``
+and named to the pane.
 
-Core decides when and where; the channel's :meth:`AttachmentFetcher.fetch_attachment` knows the hosts and the
-token. Nothing here opens a saved file or removes one: the directory is the session's to read.
+Core decides when and where; the source's :meth:`AttachmentFetcher.fetch_attachment` (the Slack channel, the
+GitHub ticket provider) knows the hosts and the token, and fetches through :func:`fetch_guarded`. Nothing here
+opens a saved file or removes one: the directory is the session's to read.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from the_loop import events
+from the_loop.interfaces import ChannelError
 
 if TYPE_CHECKING:
     from the_loop.config import LoadedConfig
     from the_loop.refs import WorkItemRef
 
 MAX_FILES = 10  # per message; the rest are named, not fetched
+MAX_REDIRECTS = 5
+FETCH_TIMEOUT = 30.0
 MAX_BYTES = 25 * 1024 * 1024  # per file: declared size checked, body read to cap+1
 NAME_LIMIT = 120
 _FILE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ +()=,@-]")
 
 
-class AttachmentRefused(Exception):
-    """A file the channel will not fetch (host, scheme, size, redirects): the reason, never a token."""
+class AttachmentRefused(ChannelError):
+    """A file that will not be fetched (host, scheme, size, redirects): the reason, never a token."""
 
 
 @runtime_checkable
@@ -86,9 +91,14 @@ def _existing(folder: Path, file_id: str) -> Path | None:
 
 
 def fetch_all(
-    config: LoadedConfig, channel: object, target: WorkItemRef, files: tuple[Mapping[str, Any], ...]
+    config: LoadedConfig,
+    channel: object,
+    target: WorkItemRef,
+    files: tuple[Mapping[str, Any], ...],
+    event: str = "channel.attachments",
 ) -> Saved:
-    """Fetch and save a delivered message's files; emits ``channel.attachments`` (counts only)."""
+    """Fetch and save a delivered message's files with ``channel`` (a channel, or a ticket provider for
+    ``dispatch.attachments``); emits ``event`` (counts only)."""
     result = Saved()
     if not files:
         return result
@@ -104,9 +114,12 @@ def fetch_all(
             result.refused.append(name)
         else:
             result.saved.append((str(file.get("mimetype") or "application/octet-stream"), path))
+    source = (
+        {"channel": getattr(channel, "name", "")} if event == "channel.attachments" else {"provider": target.provider}
+    )
     events.emit(
-        "channel.attachments",
-        channel=getattr(channel, "name", ""),
+        event,
+        **source,
         work_item=str(target),
         count=len(files),
         fetched=len(result.saved),
@@ -164,3 +177,45 @@ def mirror_names(files: tuple[Mapping[str, Any], ...]) -> str:
         link = str(file.get("permalink") or "")
         lines.append(f"- {name} ({link})" if link.startswith("https://") else f"- {name}")
     return "\n".join(lines)
+
+
+def fetch_guarded(
+    url: str,
+    limit: int,
+    *,
+    allowed: Callable[[str, int], bool],
+    headers: Callable[[str], Mapping[str, str]],
+    transport: Any = None,
+) -> bytes:
+    """The bytes at ``url``, at most ``limit``, for a source's :meth:`~AttachmentFetcher.fetch_attachment`.
+    ``allowed(url, hop)`` is asked before every request (hop 0, then each redirect, followed by hand, at most
+    :data:`MAX_REDIRECTS`); ``headers(url)`` gives that hop's credentials, so a token goes only where the source
+    says. 30 s timeout; the body is read to ``limit`` + 1 and refused beyond. Raises :class:`AttachmentRefused`
+    (its reason names no token)."""
+    from urllib.parse import urljoin, urlsplit
+
+    import httpx
+
+    with httpx.Client(transport=transport, timeout=FETCH_TIMEOUT, follow_redirects=False, trust_env=False) as client:
+        for hop in range(MAX_REDIRECTS + 1):
+            if not allowed(url, hop):
+                raise AttachmentRefused(f"attachment host not allowed: {urlsplit(url).hostname or '?'}")
+            response = client.send(client.build_request("GET", url, headers=dict(headers(url))), stream=True)
+            try:
+                if response.is_redirect:
+                    url = urljoin(url, response.headers.get("location", ""))
+                    continue
+                if response.status_code != 200:
+                    raise AttachmentRefused(f"attachment fetch answered HTTP {response.status_code}")
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > limit:
+                    raise AttachmentRefused("attachment larger than the cap")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > limit:  # read to cap + 1 at most, then refuse
+                        raise AttachmentRefused("attachment larger than the cap")
+                return bytes(body)
+            finally:
+                response.close()
+    raise AttachmentRefused(f"attachment fetch: more than {MAX_REDIRECTS} redirects")

@@ -8,15 +8,13 @@ before any request; 30 s timeout; the body is read to ``limit`` + 1 and refused 
 
 from __future__ import annotations
 
-from urllib.parse import urljoin, urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-import httpx
-
-from the_loop.interfaces import ChannelError
+if TYPE_CHECKING:
+    import httpx
 
 SLACK_HOSTS = ("files.slack.com", "slack.com")
-MAX_REDIRECTS = 5
-FETCH_TIMEOUT = 30.0
 
 
 def allowed(url: str, api_base_url: str) -> bool:
@@ -34,28 +32,14 @@ def allowed(url: str, api_base_url: str) -> bool:
 
 
 def fetch(url: str, token: str, limit: int, api_base_url: str, transport: httpx.BaseTransport | None = None) -> bytes:
-    """The bytes at ``url`` (at most ``limit``); :class:`ChannelError` for a refusal, naming no token."""
-    with httpx.Client(transport=transport, timeout=FETCH_TIMEOUT, follow_redirects=False, trust_env=False) as client:
-        for _ in range(MAX_REDIRECTS + 1):
-            if not allowed(url, api_base_url):  # checked before every request, the first and each redirect
-                raise ChannelError(f"attachment host not allowed: {urlsplit(url).hostname or '?'}")
-            request = client.build_request("GET", url, headers={"Authorization": f"Bearer {token}"})
-            response = client.send(request, stream=True)
-            try:
-                if response.is_redirect:
-                    url = urljoin(url, response.headers.get("location", ""))
-                    continue
-                if response.status_code != 200:
-                    raise ChannelError(f"attachment fetch answered HTTP {response.status_code}")
-                declared = response.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > limit:
-                    raise ChannelError("attachment larger than the cap")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > limit:  # read to cap + 1 at most, then refuse
-                        raise ChannelError("attachment larger than the cap")
-                return bytes(body)
-            finally:
-                response.close()
-    raise ChannelError(f"attachment fetch: more than {MAX_REDIRECTS} redirects")
+    """The bytes at ``url`` (at most ``limit``), the bot token on every hop (each one a Slack host: checked before
+    it is asked); :class:`~the_loop.interfaces.ChannelError` for a refusal, naming no token."""
+    from the_loop.toolkit import fetch_guarded
+
+    return fetch_guarded(
+        url,
+        limit,
+        allowed=lambda each, _hop: allowed(each, api_base_url),
+        headers=lambda _each: {"Authorization": f"Bearer {token}"},
+        transport=transport,
+    )
