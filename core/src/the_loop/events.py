@@ -63,6 +63,7 @@ CORE_EVENT_TYPES: tuple[EventType, ...] = (
     _t("service.stopped", "the-loop stop reported a service stopped"),
     _t("session.reset", "sessions reset removed a work item's session and control state (actor, removed, was_live)"),
     _t("routing.dropped", "an inbound event was not routed (forged-provider, disabled-event, duplicate-delivery, …)"),
+    _t("dispatch.attachments", "uploads linked in a comment were fetched for its session (counts only)"),
     _t("dispatch.dropped", "an event was not delivered to any session; reason says why"),
     _t("dispatch.queued", "an event joined its work item's queue (spawn says whether it may start a session)"),
     _t("dispatch.succeeded", "an event was pasted and submitted into its session (via tmux)"),

@@ -218,6 +218,11 @@ class TicketProvider(abc.ABC):
         ``routing.spawnWorkdir``). Repository-form refs name their own and are never asked."""
         return None
 
+    def attachments(self, text: str) -> Sequence[Mapping[str, Any]]:
+        """The files a comment's ``text`` links on this tracker (``id``, ``name``, ``url``); core fetches them with
+        ``fetch_attachment(url, limit)`` when the tracker has it, once the comment goes into a live session."""
+        return ()
+
     def react(self, ack: Mapping[str, str], reaction: str) -> None:
         """Put ``reaction`` (``eyes``, ``hooray``, …) on the object ``ack`` names (an event's ``ack``); best-effort,
         may raise. Trackers without reactions do nothing."""

@@ -102,6 +102,8 @@ class FakeGitHub:
         self.reactions: list[dict[str, Any]] = []
         self.faults: list[Fault] = []
         self.closing: dict[tuple[str, int], list[tuple[str, int]]] = {}  # PR → issues it closes (GraphQL)
+        self.uploads: dict[str, bytes] = {}  # path → bytes: files people attached to comments (user-attachments)
+        self.upload_redirects: dict[str, str] = {}  # path → Location: an upload served from elsewhere
         self.lock = threading.RLock()
         self._next_id = 1000
         self._tick = 1767225600  # 2026-01-01T00:00:00Z; every change moves this server clock one second on
@@ -169,6 +171,17 @@ class FakeGitHub:
             if private or not has_issues or hidden_from:
                 settings.update(private=private, has_issues=has_issues, hidden_from=tuple(hidden_from))
             self.labels.setdefault(key, []).extend(name for name in labels if name not in self.labels[key])
+
+    def add_upload(self, path: str, data: bytes) -> str:
+        """A file a person attached to a comment (``/user-attachments/files/<id>/<name>`` …); its URL, which needs a
+        token (a private repository's uploads do)."""
+        with self.lock:
+            self.uploads[path] = data
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def upload_requests(self) -> list[Recorded]:
+        with self.lock:
+            return [r for r in self.requests if r.path in self.uploads or r.path in self.upload_redirects]
 
     def defined_labels(self, full_name: str) -> list[str]:
         """The labels on ``full_name``: those defined on it and those its items carry."""
@@ -587,6 +600,12 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.status is not None:
                 self._send(fault.status, {"message": fault.message}, fault.headers)
                 return
+        if self.command == "GET" and path in fake.upload_redirects:
+            self._send(302, {}, {"Location": fake.upload_redirects[path]})
+            return
+        if self.command == "GET" and path in fake.uploads:
+            self._send_bytes(fake.uploads[path] if login is not None else None)
+            return
         if fake.tokens and login is None:  # no token, or one the fake does not know
             self._send(401, {"message": "Bad credentials"})
             return
@@ -595,6 +614,16 @@ class _Handler(BaseHTTPRequestHandler):
         if login in fake.scopes:
             extra["X-OAuth-Scopes"] = fake.scopes[login]
         self._send(result[0], result[1], extra)
+
+    def _send_bytes(self, data: bytes | None) -> None:
+        """An upload's bytes, or 404 without a valid token (as GitHub answers for a private repository's)."""
+        self._recorded.status = 200 if data is not None else 404
+        payload = data if data is not None else b"Not Found"
+        self.send_response(self._recorded.status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def _send(self, status: int, answer: Any, extra: dict[str, str] | None = None) -> None:
         data = json.dumps(answer).encode()

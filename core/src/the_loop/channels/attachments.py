@@ -95,10 +95,11 @@ def fetch_all(
     channel: object,
     target: WorkItemRef,
     files: tuple[Mapping[str, Any], ...],
-    event: str = "channel.attachments",
+    *,
+    by_channel: bool = True,
 ) -> Saved:
-    """Fetch and save a delivered message's files with ``channel`` (a channel, or a ticket provider for
-    ``dispatch.attachments``); emits ``event`` (counts only)."""
+    """Fetch and save a delivered message's files with ``channel`` (a channel; else, ``by_channel`` false, the
+    ticket provider of a comment); emits ``channel.attachments`` or ``dispatch.attachments`` (counts only)."""
     result = Saved()
     if not files:
         return result
@@ -114,18 +115,17 @@ def fetch_all(
             result.refused.append(name)
         else:
             result.saved.append((str(file.get("mimetype") or "application/octet-stream"), path))
-    source = (
-        {"channel": getattr(channel, "name", "")} if event == "channel.attachments" else {"provider": target.provider}
-    )
-    events.emit(
-        event,
-        **source,
-        work_item=str(target),
-        count=len(files),
-        fetched=len(result.saved),
-        refused=len(result.refused),
-        named=len(result.named),
-    )
+    counts = {
+        "work_item": str(target),
+        "count": len(files),
+        "fetched": len(result.saved),
+        "refused": len(result.refused),
+        "named": len(result.named),
+    }
+    if by_channel:
+        events.emit("channel.attachments", channel=getattr(channel, "name", ""), **counts)
+    else:
+        events.emit("dispatch.attachments", provider=target.provider, **counts)
     return result
 
 

@@ -409,7 +409,8 @@ class Router:
         record = self.registry.load(str(target))
         own = record.own if record else None
         if own is not None and own.live:
-            return self.dispatcher.dispatch(self.work_event(event, target, spawn=False))
+            work = self.work_event(event, target, spawn=False)
+            return self.dispatcher.dispatch(self._with_files(event, target, work, own.status))
         refusal = control.arming_refusal(self.config, target, event.labels)
         if refusal is not None:
             return self._settle(event, target, "spawn-policy")
@@ -420,6 +421,20 @@ class Router:
         if needs_start and control.recorded(self.config, target) != "start":
             return self._settle(event, target, "awaiting-start")
         return self.dispatcher.dispatch(self.work_event(event, target, spawn=True))
+
+    def _with_files(self, event: InboundEvent, target: WorkItemRef, work: WorkEvent, status: str) -> WorkEvent:
+        """A person's comment linking uploads on its tracker, going into a live session (every refusal behind us):
+        the uploads are fetched now and named to the pane beside it (issue-416)."""
+        from the_loop.channels import CONTENT_KINDS, attachments
+
+        provider = self.config.tickets(target)
+        if provider is None or status != "active" or event.kind not in CONTENT_KINDS or not event.body:
+            return work  # a paused session drops the comment: its files are left alone
+        files = tuple(provider.attachments(event.body))
+        if not files:
+            return work
+        saved = attachments.fetch_all(self.config, provider, target, files, by_channel=False)
+        return work.model_copy(update={"text": work.text + "\n" + attachments.pane_frame(saved)})
 
     def work_event(self, event: InboundEvent, target: WorkItemRef, *, spawn: bool) -> WorkEvent:
         """The text a session gets for this event: the event prompt, or for a spawn the event inside the boot

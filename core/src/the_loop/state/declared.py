@@ -126,8 +126,8 @@ GENERATED_PATHS: tuple[GeneratedPath, ...] = (
     GeneratedPath(
         "local/attachments/<slug>/",
         False,
-        "files people attached to a forwarded Slack reply, saved as <file id>-<name>: opaque bytes, never opened "
-        "and never removed by the-loop (issue-416)",
+        "files people attached to a forwarded Slack reply or linked as GitHub uploads in a comment, saved as "
+        "<file id>-<name>: opaque bytes, never opened and never removed by the-loop (issue-416)",
         "a copy for this box's session to read; the path only means something to the pane it was pasted into",
     ),
     GeneratedPath(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from the_loop import events
 from the_loop.config import ConfigError
-from the_loop.interfaces import TicketProvider
+from the_loop.interfaces import ChannelError, TicketProvider
 from the_loop.refs import RefError, WorkItemRef
 from the_loop_github.refs import DEFAULT_HOST, SCHEME, item_url, ref_from_repository, valid_ref
 
@@ -56,6 +56,7 @@ def _message(exc: Any) -> str:
 
 class GitHubTicketProvider(TicketProvider):
     scheme = SCHEME
+    transport: Any = None  # an httpx transport for attachment fetches (tests); None: the network
 
     # ------------------------------------------------------------------------------------------ settings
 
@@ -200,6 +201,31 @@ class GitHubTicketProvider(TicketProvider):
         from the_loop_github.normalize import CLOSE_STATES, close_key
 
         return [close_key(ref, state) for state in CLOSE_STATES]
+
+    def attachments(self, text: str) -> Sequence[Mapping[str, Any]]:
+        """The GitHub uploads a comment links (:mod:`the_loop_github.assets`)."""
+        from the_loop_github.assets import links, origins
+
+        settings = self.settings()
+        return links(text, origins(settings.host, settings.api.base_url))
+
+    def fetch_attachment(self, url: str, limit: int) -> bytes:
+        """An upload's bytes: the token only on GitHub's own hops, never on the signed storage it redirects to."""
+        from the_loop.toolkit import fetch_guarded
+        from the_loop_github.assets import allowed, is_github, origins
+
+        settings = self.settings()
+        own = origins(settings.host, settings.api.base_url)
+        if not allowed(url, 0, own):  # refused before the token is even read
+            raise ChannelError("attachment host not allowed")
+        token = self.token(settings.host)
+        return fetch_guarded(
+            url,
+            limit,
+            allowed=lambda each, hop: allowed(each, hop, own),
+            headers=lambda each: {"Authorization": f"Bearer {token}"} if is_github(each, own) else {},
+            transport=self.transport,
+        )
 
     def react(self, ack: Mapping[str, str], reaction: str) -> None:
         """Best-effort: put ``reaction`` on the comment or issue ``ack`` names; ``reaction.added`` or
