@@ -20,6 +20,14 @@ def declare(loop: Loop, command: str, words: str) -> Done:
     return grant(loop.config, parse_ref(REF), command, words, by="octocat", source="cli")
 
 
+def pushed(loop: Loop, text: str) -> str:
+    """A top-level message in the room as the Socket Mode listener hands it over: its outcome."""
+    from the_loop.interfaces import InboundMessage
+
+    ts = loop.slack.add_message(ROOM, user=DANA, text=text)
+    return channels.accept(loop.config, loop.channel(), InboundMessage(ROOM, ts, ts, DANA, text), "socket")
+
+
 def test_a_listen_all_room_is_baselined_then_every_member_message_reaches_the_item(loop: Loop) -> None:
     harness = loop.spawn()
     loop.slack.add_message(ROOM, user=DANA, text="history from before the declaration")
@@ -54,6 +62,7 @@ def test_remove_channel_moves_the_conversation_back_to_the_central_channel_at_th
     loop.spawn()
     assert declare(loop, "add-channel", f"slack@{ROOM}").effect == "declared"
     assert (loop.binding() or {}).get("mode") == "channel"
+    assert pushed(loop, "<@UBOT0001> before the removal") == "accepted"  # a mention in the room reaches the item
     removed = declare(loop, "remove-channel", f"slack@{ROOM}")
     assert (removed.ok, removed.effect) == (True, "undeclared")
     assert "collaborationChannels" not in loop.portable() or not loop.portable()["collaborationChannels"]["channels"]
@@ -68,3 +77,4 @@ def test_remove_channel_moves_the_conversation_back_to_the_central_channel_at_th
 
     loop.slack.add_message(ROOM, user=DANA, text="still here?")
     assert loop.poll()["accepted"] == 0  # the room no longer reaches the item
+    assert pushed(loop, "<@UBOT0001> still here?") == "unmapped"  # not even a mention, as a listener pushes it
